@@ -1,0 +1,100 @@
+package v1alpha1
+
+// Condition types and reasons. Every reason names something a user can check or act on; the
+// condition message carries the detail (never a secret). `Ready` (clusterv1.ReadyCondition)
+// summarises the other conditions of an object, and `Paused` (clusterv1.PausedCondition)
+// follows CAPI's pause.
+
+// Conditions shared by HarvesterClusters and HarvesterMachines.
+const (
+	// ReadyReason is the reason of a condition that is true.
+	ReadyReason = "Ready"
+
+	// DeletingReason is used while the provider removes the object's Harvester resources.
+	DeletingReason = "Deleting"
+
+	// HarvesterUnreachableReason: the Harvester API (or the Rancher proxy in front of it) did not
+	// answer.
+	HarvesterUnreachableReason = "HarvesterUnreachable"
+
+	// UnauthorizedReason: Harvester refused the identity's credentials (401): expired, revoked
+	// or wrong token.
+	UnauthorizedReason = "Unauthorized"
+
+	// ForbiddenReason: the identity lacks a permission it needs on Harvester (403).
+	ForbiddenReason = "Forbidden"
+)
+
+// HarvesterCluster conditions.
+const (
+	// HarvesterAvailableCondition is true when the identity Secret holds a usable kubeconfig and
+	// Harvester answers it with the rights the provider needs in the target namespace.
+	HarvesterAvailableCondition = "HarvesterAvailable"
+
+	// IdentitySecretNotFoundReason: the identity Secret does not exist.
+	IdentitySecretNotFoundReason = "IdentitySecretNotFound"
+	// InvalidKubeconfigReason: the identity Secret has no `kubeconfig` key or it does not parse.
+	InvalidKubeconfigReason = "InvalidKubeconfig"
+	// TargetNamespaceNotFoundReason: the target namespace does not exist on Harvester.
+	TargetNamespaceNotFoundReason = "TargetNamespaceNotFound"
+
+	// FailureDomainsReadyCondition is true once the failure domains were read from the hosts.
+	FailureDomainsReadyCondition = "FailureDomainsReady"
+	// ZonesReason: failure domains are Harvester's zones.
+	ZonesReason = "Zones"
+	// HostsReason: no host has a zone label, so each host is its own failure domain.
+	HostsReason = "Hosts"
+
+	// LoadBalancerReadyCondition is true once the control-plane endpoint is known.
+	LoadBalancerReadyCondition = "LoadBalancerReady"
+	// WaitingForAddressReason: the load balancer exists but has no address yet.
+	WaitingForAddressReason = "WaitingForAddress"
+	// IPPoolExhaustedReason: the IPPool has no free address.
+	IPPoolExhaustedReason = "IPPoolExhausted"
+	// UserProvidedEndpointReason: spec.controlPlaneEndpoint was set by the user; no load balancer.
+	UserProvidedEndpointReason = "UserProvidedEndpoint"
+	// LoadBalancerFailedReason: Harvester reports an error for the load balancer.
+	LoadBalancerFailedReason = "LoadBalancerFailed"
+
+	// GuestCredentialsReadyCondition is true when the guest's cloud provider and CSI driver have a
+	// current Harvester token.
+	GuestCredentialsReadyCondition = "GuestCredentialsReady"
+	// TokenRequestFailedReason: Harvester refused to issue a token for the guest's
+	// ServiceAccount.
+	TokenRequestFailedReason = "TokenRequestFailed"
+)
+
+// HarvesterMachine conditions.
+const (
+	// VirtualMachineReadyCondition is true when the machine's VM runs and reports its address.
+	VirtualMachineReadyCondition = "VirtualMachineReady"
+
+	// WaitingForClusterInfrastructureReason: the HarvesterCluster is not provisioned yet.
+	WaitingForClusterInfrastructureReason = "WaitingForClusterInfrastructure"
+	// WaitingForBootstrapDataReason: the bootstrap provider has not written its Secret yet.
+	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
+	// UnsupportedBootstrapFormatReason: the bootstrap data is in a format the provider cannot
+	// deliver.
+	UnsupportedBootstrapFormatReason = "UnsupportedBootstrapFormat"
+	// ImageNotFoundReason: a disk's VirtualMachineImage does not exist.
+	ImageNotFoundReason = "ImageNotFound"
+	// ImageNotImportedReason: a disk's VirtualMachineImage has not finished importing.
+	ImageNotImportedReason = "ImageNotImported"
+	// KeyPairNotFoundReason: a named KeyPair does not exist.
+	KeyPairNotFoundReason = "KeyPairNotFound"
+	// NetworkNotFoundReason: a named VM network does not exist.
+	NetworkNotFoundReason = "NetworkNotFound"
+	// NameTakenReason: a VM with the machine's name exists on Harvester and is not ours.
+	NameTakenReason = "NameTaken"
+	// VMCreatingReason: the VM was created and its volumes are being prepared.
+	VMCreatingReason = "Creating"
+	// VMStartingReason: the VM is scheduled and booting.
+	VMStartingReason = "Starting"
+	// VMStoppedReason: the VM is not running.
+	VMStoppedReason = "Stopped"
+	// WaitingForIPReason: the VM runs but its management NIC has no address yet (is
+	// qemu-guest-agent installed in the image?).
+	WaitingForIPReason = "WaitingForIP"
+	// VMFailedReason: KubeVirt reports the VM as failed.
+	VMFailedReason = "Failed"
+)

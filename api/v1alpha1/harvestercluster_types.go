@@ -1,0 +1,228 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+const (
+	// ClusterFinalizer lets the HarvesterCluster reconciler clean up Harvester objects before the
+	// HarvesterCluster goes away.
+	ClusterFinalizer = "harvestercluster.infrastructure.cluster.x-k8s.io"
+
+	// IdentitySecretKey is the key of the identity Secret that holds the Harvester kubeconfig.
+	IdentitySecretKey = "kubeconfig"
+)
+
+// IPAMMode says how the control-plane load balancer gets its address.
+// +kubebuilder:validation:Enum=pool;dhcp
+type IPAMMode string
+
+const (
+	// IPAMPool takes the address from a Harvester IPPool.
+	IPAMPool IPAMMode = "pool"
+	// IPAMDHCP has Harvester lease the address from the network's DHCP server.
+	IPAMDHCP IPAMMode = "dhcp"
+)
+
+// HarvesterClusterSpec is the desired state of a guest cluster's infrastructure on Harvester.
+type HarvesterClusterSpec struct {
+	// identitySecret names the Secret, in this object's namespace, whose `kubeconfig` key reaches
+	// Harvester (directly or through a Rancher proxy URL). Label it
+	// `clusterctl.cluster.x-k8s.io/move` so that clusterctl move takes it along.
+	// +required
+	IdentitySecret SecretReference `json:"identitySecret"`
+
+	// targetNamespace is the Harvester namespace that holds this cluster's VMs, load balancers,
+	// cloud-init Secrets and guest credentials. Immutable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	TargetNamespace string `json:"targetNamespace"`
+
+	// controlPlaneEndpoint is the address of the guest cluster's API server. Leave it empty and
+	// the provider creates a Harvester load balancer and fills it in once; set it yourself and no
+	// load balancer is made.
+	// +optional
+	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
+
+	// loadBalancer configures the control-plane load balancer on Harvester.
+	// +optional
+	LoadBalancer LoadBalancerSpec `json:"loadBalancer,omitempty,omitzero"`
+
+	// addons says which in-guest components this cluster gets credentials for. Immutable: a
+	// ClusterResourceSet never uninstalls what it applied.
+	// +optional
+	Addons AddonsSpec `json:"addons,omitempty,omitzero"`
+
+	// guestHarvesterAPI is the Harvester API endpoint the guest cluster's cloud provider and CSI
+	// driver use. Needed when the identity's server is a Rancher proxy URL, because a Harvester
+	// token is not valid there; when empty, the identity's own server and CA are used.
+	// +optional
+	GuestHarvesterAPI *HarvesterAPIEndpoint `json:"guestHarvesterAPI,omitempty"`
+}
+
+// SecretReference names a Secret in the namespace of the object that refers to it.
+type SecretReference struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// LoadBalancerSpec configures the Harvester load balancer in front of the control plane.
+type LoadBalancerSpec struct {
+	// ipam is how the load balancer gets its address: `pool` (a Harvester IPPool, the default) or
+	// `dhcp`. Immutable, as on Harvester.
+	// +optional
+	IPAM IPAMMode `json:"ipam,omitempty"`
+
+	// ipPoolName pins the IPPool to allocate from (pool mode only). When empty, Harvester picks
+	// the pool whose selector matches the load balancer's network, namespace and cluster, or the
+	// global pool.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	IPPoolName string `json:"ipPoolName,omitempty"`
+
+	// network is the Harvester VM network (`namespace/name` of its NetworkAttachmentDefinition)
+	// the address is taken on. Used to select an IPPool.
+	// +optional
+	// +kubebuilder:validation:MaxLength=317
+	Network string `json:"network,omitempty"`
+}
+
+// AddonsSpec says which in-guest components get Harvester credentials.
+type AddonsSpec struct {
+	// cloudProvider grants the guest's cloud controller manager its Harvester credential
+	// (a namespaced binding to `harvesterhci.io:cloudprovider`). Defaults to true.
+	// +optional
+	CloudProvider *bool `json:"cloudProvider,omitempty"`
+
+	// csi grants the guest's Harvester CSI driver a binding to `harvesterhci.io:csi-driver`,
+	// whose rules are cluster-wide on Harvester. Defaults to true.
+	// +optional
+	CSI *bool `json:"csi,omitempty"`
+}
+
+// HarvesterAPIEndpoint is a Harvester API server as seen from the guest cluster.
+type HarvesterAPIEndpoint struct {
+	// server is the https URL of Harvester's API, usually `https://<harvester-vip>:6443`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	Server string `json:"server"`
+
+	// caBundle is the PEM-encoded CA that signs the server's certificate.
+	// +optional
+	CABundle []byte `json:"caBundle,omitempty"`
+}
+
+// HarvesterClusterStatus is the observed state of a HarvesterCluster.
+// +kubebuilder:validation:MinProperties=1
+type HarvesterClusterStatus struct {
+	// initialization reports the provisioning milestones of the CAPI contract.
+	// +optional
+	Initialization ClusterInitializationStatus `json:"initialization,omitempty,omitzero"`
+
+	// conditions describe the state of the HarvesterCluster; `Ready` summarises them.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// failureDomains are the Harvester zones (or hosts, when no host has a zone label) that
+	// machines can be spread across.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	FailureDomains []clusterv1.FailureDomain `json:"failureDomains,omitempty"`
+
+	// harvesterVersion is the version the Harvester cluster reports (its `server-version`
+	// setting).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	HarvesterVersion string `json:"harvesterVersion,omitempty"`
+
+	// loadBalancer is the control-plane load balancer on Harvester.
+	// +optional
+	LoadBalancer LoadBalancerStatus `json:"loadBalancer,omitempty,omitzero"`
+}
+
+// ClusterInitializationStatus holds the provisioning milestones of a HarvesterCluster.
+// +kubebuilder:validation:MinProperties=1
+type ClusterInitializationStatus struct {
+	// provisioned is true once the control-plane endpoint is known and the infrastructure is
+	// ready for machines.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// LoadBalancerStatus describes the control-plane load balancer on Harvester.
+// +kubebuilder:validation:MinProperties=1
+type LoadBalancerStatus struct {
+	// name of the Harvester LoadBalancer object in the target namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name,omitempty"`
+
+	// address Harvester allocated to it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Address string `json:"address,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=harvesterclusters,scope=Namespaced,categories=cluster-api,shortName=hvc
+// +kubebuilder:storageversion
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster this HarvesterCluster belongs to"
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status",description="Whether the infrastructure is ready"
+// +kubebuilder:printcolumn:name="Endpoint",type="string",JSONPath=".spec.controlPlaneEndpoint.host",description="Control-plane endpoint"
+// +kubebuilder:printcolumn:name="Namespace",type="string",JSONPath=".spec.targetNamespace",description="Harvester namespace",priority=1
+// +kubebuilder:printcolumn:name="Harvester",type="string",JSONPath=".status.harvesterVersion",description="Harvester version",priority=1
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].reason",description="Why it is (not) ready",priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// HarvesterCluster is the infrastructure of a Cluster API cluster on Harvester HCI.
+type HarvesterCluster struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec HarvesterClusterSpec `json:"spec"`
+	// +optional
+	Status HarvesterClusterStatus `json:"status,omitempty,omitzero"`
+}
+
+// +kubebuilder:object:root=true
+
+// HarvesterClusterList is a list of HarvesterClusters.
+type HarvesterClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []HarvesterCluster `json:"items"`
+}
+
+// GetConditions returns the conditions of the HarvesterCluster.
+func (c *HarvesterCluster) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions replaces the conditions of the HarvesterCluster.
+func (c *HarvesterCluster) SetConditions(conditions []metav1.Condition) {
+	c.Status.Conditions = conditions
+}
+
+// CloudProviderEnabled reports whether the guest's cloud provider gets credentials.
+func (s *AddonsSpec) CloudProviderEnabled() bool {
+	return s.CloudProvider == nil || *s.CloudProvider
+}
+
+// CSIEnabled reports whether the guest's CSI driver gets credentials.
+func (s *AddonsSpec) CSIEnabled() bool { return s.CSI == nil || *s.CSI }
+
+func init() {
+	SchemeBuilder.Register(&HarvesterCluster{}, &HarvesterClusterList{})
+}

@@ -1,0 +1,166 @@
+package v1alpha1
+
+import (
+	"context"
+	"net"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestercluster,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvesterclusters,versions=v1alpha1,name=default.harvestercluster.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestercluster,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvesterclusters,versions=v1alpha1,name=validation.harvestercluster.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+
+// HarvesterClusterWebhook defaults and validates HarvesterClusters.
+type HarvesterClusterWebhook struct{}
+
+var (
+	_ admission.Defaulter[*HarvesterCluster] = &HarvesterClusterWebhook{}
+	_ admission.Validator[*HarvesterCluster] = &HarvesterClusterWebhook{}
+)
+
+// SetupWebhookWithManager registers the webhook with a manager.
+func (w *HarvesterClusterWebhook) SetupWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &HarvesterCluster{}).WithDefaulter(w).WithValidator(w).Complete()
+}
+
+// Default fills in the defaults of a HarvesterCluster.
+func (w *HarvesterClusterWebhook) Default(_ context.Context, c *HarvesterCluster) error {
+	c.Spec.Default()
+	return nil
+}
+
+// ValidateCreate checks a new HarvesterCluster.
+func (w *HarvesterClusterWebhook) ValidateCreate(_ context.Context, c *HarvesterCluster) (admission.Warnings, error) {
+	return nil, invalid("HarvesterCluster", c.Name, c.Spec.validate(field.NewPath("spec")))
+}
+
+// ValidateUpdate checks a changed HarvesterCluster, including the fields that cannot change.
+func (w *HarvesterClusterWebhook) ValidateUpdate(_ context.Context, oldC, newC *HarvesterCluster) (admission.Warnings, error) {
+	path := field.NewPath("spec")
+	errs := newC.Spec.validate(path)
+	provisioned := ptr.Deref(oldC.Status.Initialization.Provisioned, false)
+	errs = append(errs, newC.Spec.validateImmutable(path, &oldC.Spec, provisioned)...)
+	return nil, invalid("HarvesterCluster", newC.Name, errs)
+}
+
+// ValidateDelete allows every deletion.
+func (w *HarvesterClusterWebhook) ValidateDelete(context.Context, *HarvesterCluster) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// Default fills in the defaults of a HarvesterCluster spec.
+func (s *HarvesterClusterSpec) Default() {
+	if s.LoadBalancer.IPAM == "" {
+		s.LoadBalancer.IPAM = IPAMPool
+	}
+	if s.Addons.CloudProvider == nil {
+		s.Addons.CloudProvider = ptr.To(true)
+	}
+	if s.Addons.CSI == nil {
+		s.Addons.CSI = ptr.To(true)
+	}
+}
+
+func (s *HarvesterClusterSpec) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+
+	secretPath := path.Child("identitySecret", "name")
+	if s.IdentitySecret.Name == "" {
+		errs = append(errs, field.Required(secretPath, "name the Secret whose `kubeconfig` key reaches Harvester"))
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(s.IdentitySecret.Name) {
+			errs = append(errs, field.Invalid(secretPath, s.IdentitySecret.Name, msg))
+		}
+	}
+
+	nsPath := path.Child("targetNamespace")
+	if s.TargetNamespace == "" {
+		errs = append(errs, field.Required(nsPath, "name the Harvester namespace for this cluster's VMs"))
+	} else {
+		for _, msg := range validation.IsDNS1123Label(s.TargetNamespace) {
+			errs = append(errs, field.Invalid(nsPath, s.TargetNamespace, msg))
+		}
+	}
+
+	errs = append(errs, validateEndpoint(path.Child("controlPlaneEndpoint"), s.ControlPlaneEndpoint.Host, s.ControlPlaneEndpoint.Port)...)
+
+	lbPath := path.Child("loadBalancer")
+	switch s.LoadBalancer.IPAM {
+	case "", IPAMPool:
+	case IPAMDHCP:
+		if s.LoadBalancer.IPPoolName != "" {
+			errs = append(errs, field.Forbidden(lbPath.Child("ipPoolName"), "an IP pool can only be named with ipam `pool`"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(lbPath.Child("ipam"), s.LoadBalancer.IPAM, []IPAMMode{IPAMPool, IPAMDHCP}))
+	}
+	if s.LoadBalancer.IPPoolName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(s.LoadBalancer.IPPoolName) {
+			errs = append(errs, field.Invalid(lbPath.Child("ipPoolName"), s.LoadBalancer.IPPoolName, msg))
+		}
+	}
+	if s.LoadBalancer.Network != "" {
+		errs = append(errs, validateNamespacedName(lbPath.Child("network"), s.LoadBalancer.Network, false)...)
+	}
+
+	if api := s.GuestHarvesterAPI; api != nil {
+		apiPath := path.Child("guestHarvesterAPI")
+		if api.Server == "" {
+			errs = append(errs, field.Required(apiPath.Child("server"), "the URL of Harvester's API as the guest reaches it"))
+		} else {
+			errs = append(errs, validateHTTPSURL(apiPath.Child("server"), api.Server)...)
+		}
+		if len(api.CABundle) > 0 {
+			errs = append(errs, validatePEMCertificates(apiPath.Child("caBundle"), api.CABundle)...)
+		}
+	}
+	return errs
+}
+
+// validateEndpoint checks a control-plane endpoint: both parts or neither.
+func validateEndpoint(path *field.Path, host string, port int32) field.ErrorList {
+	var errs field.ErrorList
+	if host == "" {
+		if port != 0 {
+			errs = append(errs, field.Required(path.Child("host"), "a port needs a host"))
+		}
+		return errs
+	}
+	if net.ParseIP(host) == nil {
+		for _, msg := range validation.IsDNS1123Subdomain(host) {
+			errs = append(errs, field.Invalid(path.Child("host"), host, "must be an IP address or a DNS name: "+msg))
+		}
+	}
+	if port < 1 || port > 65535 {
+		errs = append(errs, field.Invalid(path.Child("port"), port, "must be between 1 and 65535"))
+	}
+	return errs
+}
+
+func (s *HarvesterClusterSpec) validateImmutable(path *field.Path, old *HarvesterClusterSpec, provisioned bool) field.ErrorList {
+	var errs field.ErrorList
+	if s.TargetNamespace != old.TargetNamespace {
+		errs = append(errs, field.Forbidden(path.Child("targetNamespace"), "cannot change: the cluster's VMs live in the old namespace"))
+	}
+	if provisioned && s.IdentitySecret != old.IdentitySecret {
+		errs = append(errs, field.Forbidden(path.Child("identitySecret"), "cannot change once the cluster is provisioned; rotate the kubeconfig inside the Secret instead"))
+	}
+	if old.ControlPlaneEndpoint.Host != "" && s.ControlPlaneEndpoint != old.ControlPlaneEndpoint {
+		errs = append(errs, field.Forbidden(path.Child("controlPlaneEndpoint"), "cannot change once set: the guest cluster's certificates and kubeconfigs name it"))
+	}
+	if old.LoadBalancer.IPAM != "" && s.LoadBalancer.IPAM != old.LoadBalancer.IPAM {
+		errs = append(errs, field.Forbidden(path.Child("loadBalancer", "ipam"), "cannot change: Harvester cannot switch a load balancer's IPAM mode"))
+	}
+	if provisioned && s.LoadBalancer != old.LoadBalancer {
+		errs = append(errs, field.Forbidden(path.Child("loadBalancer"), "cannot change once the load balancer has its address"))
+	}
+	if !reflect.DeepEqual(s.Addons, old.Addons) {
+		errs = append(errs, field.Forbidden(path.Child("addons"), "cannot change: a ClusterResourceSet never uninstalls what it applied"))
+	}
+	return errs
+}

@@ -1,0 +1,71 @@
+package v1alpha1
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/cluster-api/util/topology"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvesterclustertemplate,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvesterclustertemplates,versions=v1alpha1,name=default.harvesterclustertemplate.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvesterclustertemplate,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvesterclustertemplates,versions=v1alpha1,name=validation.harvesterclustertemplate.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+
+// HarvesterClusterTemplateWebhook defaults and validates HarvesterClusterTemplates.
+type HarvesterClusterTemplateWebhook struct{}
+
+var (
+	_ admission.Defaulter[*HarvesterClusterTemplate] = &HarvesterClusterTemplateWebhook{}
+	_ admission.Validator[*HarvesterClusterTemplate] = &HarvesterClusterTemplateWebhook{}
+)
+
+// SetupWebhookWithManager registers the webhook with a manager.
+func (w *HarvesterClusterTemplateWebhook) SetupWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &HarvesterClusterTemplate{}).WithDefaulter(w).WithValidator(w).Complete()
+}
+
+// Default fills in the defaults of the template's HarvesterCluster spec.
+func (w *HarvesterClusterTemplateWebhook) Default(_ context.Context, t *HarvesterClusterTemplate) error {
+	t.Spec.Template.Spec.Default()
+	return nil
+}
+
+// ValidateCreate checks a new HarvesterClusterTemplate.
+func (w *HarvesterClusterTemplateWebhook) ValidateCreate(_ context.Context, t *HarvesterClusterTemplate) (admission.Warnings, error) {
+	return nil, invalid("HarvesterClusterTemplate", t.Name, t.Spec.Template.Spec.validate(templateSpecPath))
+}
+
+// ValidateUpdate refuses changes to the template, except in the topology controller's dry-run
+// requests, which must be allowed to compute the desired state of a ClusterClass cluster.
+func (w *HarvesterClusterTemplateWebhook) ValidateUpdate(ctx context.Context, oldT, newT *HarvesterClusterTemplate) (admission.Warnings, error) {
+	errs := newT.Spec.Template.Spec.validate(templateSpecPath)
+	dryRun, err := isTopologyDryRun(ctx, newT)
+	if err != nil {
+		return nil, err
+	}
+	if !dryRun && !reflect.DeepEqual(oldT.Spec.Template.Spec, newT.Spec.Template.Spec) {
+		errs = append(errs, field.Forbidden(templateSpecPath, "a template cannot change; create a new one and point the ClusterClass or Cluster at it"))
+	}
+	return nil, invalid("HarvesterClusterTemplate", newT.Name, errs)
+}
+
+// ValidateDelete allows every deletion.
+func (w *HarvesterClusterTemplateWebhook) ValidateDelete(context.Context, *HarvesterClusterTemplate) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// templateSpecPath is where the stamped-out spec lives in a template.
+var templateSpecPath = field.NewPath("spec", "template", "spec")
+
+// isTopologyDryRun tells whether a request is the ClusterClass topology controller's dry run.
+func isTopologyDryRun(ctx context.Context, obj metav1.Object) (bool, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return false, fmt.Errorf("reading the admission request: %w", err)
+	}
+	return topology.IsDryRunRequest(req, obj), nil
+}

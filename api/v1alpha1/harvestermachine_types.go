@@ -1,0 +1,300 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+const (
+	// MachineFinalizer lets the HarvesterMachine reconciler delete the VM, its volumes and its
+	// cloud-init Secret before the HarvesterMachine goes away.
+	MachineFinalizer = "harvestermachine.infrastructure.cluster.x-k8s.io"
+
+	// ProviderIDPrefix starts every providerID this provider (and its cloud provider) reports:
+	// `harvester://<VM UID>`, the same form as the upstream Harvester cloud provider.
+	ProviderIDPrefix = "harvester://"
+)
+
+// DiskBus is the bus a disk is attached to.
+// +kubebuilder:validation:Enum=virtio;scsi;sata
+type DiskBus string
+
+const (
+	// DiskBusVirtio is the paravirtualised bus, fastest, and the default.
+	DiskBusVirtio DiskBus = "virtio"
+	// DiskBusSCSI attaches the disk to a virtio-scsi controller.
+	DiskBusSCSI DiskBus = "scsi"
+	// DiskBusSATA is for guests without virtio drivers.
+	DiskBusSATA DiskBus = "sata"
+)
+
+// BootMode is the firmware a VM boots with.
+// +kubebuilder:validation:Enum=BIOS;EFI
+type BootMode string
+
+const (
+	// BootModeBIOS boots with legacy BIOS firmware, the default.
+	BootModeBIOS BootMode = "BIOS"
+	// BootModeEFI boots with UEFI firmware.
+	BootModeEFI BootMode = "EFI"
+)
+
+// RunStrategy is the KubeVirt run strategy of a machine's VM.
+// +kubebuilder:validation:Enum=Always;RerunOnFailure
+type RunStrategy string
+
+const (
+	// RunStrategyAlways restarts the VM whenever it stops.
+	RunStrategyAlways RunStrategy = "Always"
+	// RunStrategyRerunOnFailure restarts the VM only when it fails, the Harvester default.
+	RunStrategyRerunOnFailure RunStrategy = "RerunOnFailure"
+)
+
+// HarvesterMachineSpec is the desired state of a guest-cluster node's VM on Harvester.
+type HarvesterMachineSpec struct {
+	// providerID is `harvester://<VM UID>`, set by the provider once the VM exists.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	ProviderID string `json:"providerID,omitempty"`
+
+	// cpu is the number of virtual CPU cores.
+	// +required
+	CPU int32 `json:"cpu"`
+
+	// memory is the guest's memory, e.g. `8Gi`.
+	// +required
+	Memory resource.Quantity `json:"memory"`
+
+	// reservedMemory is memory Harvester keeps back from the guest for the VM's own overhead
+	// (the `harvesterhci.io/reservedMemory` annotation). Must be less than memory.
+	// +optional
+	ReservedMemory *resource.Quantity `json:"reservedMemory,omitempty"`
+
+	// disks of the VM. Each comes from exactly one source: an image (the root disk, usually) or
+	// a storage class (an empty volume).
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Disks []Disk `json:"disks"`
+
+	// networks are the VM's NICs, each on a Harvester VM network. The first is the management
+	// network: its address becomes the node's InternalIP.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	Networks []Network `json:"networks"`
+
+	// sshKeyPairs names Harvester KeyPairs (`name` in the target namespace, or `namespace/name`)
+	// whose public keys are authorised in the guest.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=317
+	SSHKeyPairs []string `json:"sshKeyPairs,omitempty"`
+
+	// networkData is cloud-init network configuration (network-config v1 or v2) for the guest.
+	// When empty, the guest configures its NICs by DHCP.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	NetworkData string `json:"networkData,omitempty"`
+
+	// affinity adds scheduling constraints for the VM on Harvester hosts. The provider adds its
+	// own: the machine's failure domain and soft anti-affinity between sibling machines.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// firmware of the VM.
+	// +optional
+	Firmware Firmware `json:"firmware,omitempty,omitzero"`
+
+	// runStrategy of the VM: `RerunOnFailure` (the default) or `Always`.
+	// +optional
+	RunStrategy RunStrategy `json:"runStrategy,omitempty"`
+}
+
+// Disk is one disk of a machine's VM.
+type Disk struct {
+	// name of the disk in the VM, unique in the machine. Defaults to `disk-<index>`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name,omitempty"`
+
+	// image is the Harvester VirtualMachineImage (`name` in the target namespace, or
+	// `namespace/name`) the disk is cloned from. Exclusive with storageClassName.
+	// +optional
+	// +kubebuilder:validation:MaxLength=317
+	Image string `json:"image,omitempty"`
+
+	// storageClassName makes an empty disk of this Harvester storage class. Exclusive with image.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName string `json:"storageClassName,omitempty"`
+
+	// size of the disk, e.g. `40Gi`.
+	// +required
+	Size resource.Quantity `json:"size"`
+
+	// bus the disk is attached to. Defaults to `virtio`.
+	// +optional
+	Bus DiskBus `json:"bus,omitempty"`
+
+	// bootOrder of the disk, 1 boots first. Defaults to 1 for the first disk when no disk sets it.
+	// +optional
+	BootOrder *int32 `json:"bootOrder,omitempty"`
+}
+
+// Network is one NIC of a machine's VM.
+type Network struct {
+	// name of the interface in the VM, unique in the machine. Defaults to `nic-<index>`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name,omitempty"`
+
+	// networkName is the Harvester VM network, `namespace/name` of its
+	// NetworkAttachmentDefinition.
+	// +required
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=317
+	NetworkName string `json:"networkName"`
+
+	// macAddress fixes the NIC's MAC address. When empty, KubeVirt assigns one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=17
+	MACAddress string `json:"macAddress,omitempty"`
+}
+
+// Firmware configures the VM's firmware.
+type Firmware struct {
+	// bootMode is `BIOS` (the default) or `EFI`.
+	// +optional
+	BootMode BootMode `json:"bootMode,omitempty"`
+
+	// secureBoot turns on UEFI secure boot. Requires bootMode EFI.
+	// +optional
+	SecureBoot bool `json:"secureBoot,omitempty"`
+
+	// tpm adds an emulated TPM 2.0 device.
+	// +optional
+	TPM bool `json:"tpm,omitempty"`
+}
+
+// HarvesterMachineStatus is the observed state of a HarvesterMachine.
+// +kubebuilder:validation:MinProperties=1
+type HarvesterMachineStatus struct {
+	// initialization reports the provisioning milestones of the CAPI contract.
+	// +optional
+	Initialization MachineInitializationStatus `json:"initialization,omitempty,omitzero"`
+
+	// conditions describe the state of the HarvesterMachine; `Ready` summarises them.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// addresses of the VM: the management NIC's as InternalIP, others as ExternalIP, and the
+	// hostname.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Addresses []clusterv1.MachineAddress `json:"addresses,omitempty"`
+
+	// failureDomain the VM was placed in.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	FailureDomain string `json:"failureDomain,omitempty"`
+
+	// virtualMachine identifies the VM on Harvester, for debugging.
+	// +optional
+	VirtualMachine VirtualMachineStatus `json:"virtualMachine,omitempty,omitzero"`
+}
+
+// MachineInitializationStatus holds the provisioning milestones of a HarvesterMachine.
+// +kubebuilder:validation:MinProperties=1
+type MachineInitializationStatus struct {
+	// provisioned is true once the VM runs and reports its address.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// VirtualMachineStatus identifies a machine's VM on Harvester.
+// +kubebuilder:validation:MinProperties=1
+type VirtualMachineStatus struct {
+	// namespace of the VM on Harvester.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+
+	// name of the VM on Harvester.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// uid of the VM on Harvester.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid,omitempty"`
+
+	// host is the Harvester node the VM runs on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Host string `json:"host,omitempty"`
+
+	// printableStatus is KubeVirt's one-word state of the VM (Starting, Running, Stopped, ...).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PrintableStatus string `json:"printableStatus,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=harvestermachines,scope=Namespaced,categories=cluster-api,shortName=hvm
+// +kubebuilder:storageversion
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster this machine belongs to"
+// +kubebuilder:printcolumn:name="Machine",type="string",JSONPath=".metadata.ownerReferences[?(@.kind==\"Machine\")].name",description="Machine that owns this HarvesterMachine"
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status",description="Whether the VM is running and addressable"
+// +kubebuilder:printcolumn:name="IP",type="string",JSONPath=".status.addresses[?(@.type==\"InternalIP\")].address",description="Management network address"
+// +kubebuilder:printcolumn:name="Host",type="string",JSONPath=".status.virtualMachine.host",description="Harvester host"
+// +kubebuilder:printcolumn:name="ProviderID",type="string",JSONPath=".spec.providerID",description="Provider ID",priority=1
+// +kubebuilder:printcolumn:name="State",type="string",JSONPath=".status.virtualMachine.printableStatus",description="VM state on Harvester",priority=1
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].reason",description="Why it is (not) ready",priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// HarvesterMachine is a guest-cluster node's virtual machine on Harvester HCI.
+type HarvesterMachine struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec HarvesterMachineSpec `json:"spec"`
+	// +optional
+	Status HarvesterMachineStatus `json:"status,omitempty,omitzero"`
+}
+
+// +kubebuilder:object:root=true
+
+// HarvesterMachineList is a list of HarvesterMachines.
+type HarvesterMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []HarvesterMachine `json:"items"`
+}
+
+// GetConditions returns the conditions of the HarvesterMachine.
+func (m *HarvesterMachine) GetConditions() []metav1.Condition { return m.Status.Conditions }
+
+// SetConditions replaces the conditions of the HarvesterMachine.
+func (m *HarvesterMachine) SetConditions(conditions []metav1.Condition) {
+	m.Status.Conditions = conditions
+}
+
+func init() {
+	SchemeBuilder.Register(&HarvesterMachine{}, &HarvesterMachineList{})
+}

@@ -1,0 +1,221 @@
+package v1alpha1
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvestermachines,versions=v1alpha1,name=default.harvestermachine.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvestermachines,versions=v1alpha1,name=validation.harvestermachine.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+
+// HarvesterMachineWebhook defaults and validates HarvesterMachines.
+type HarvesterMachineWebhook struct{}
+
+var (
+	_ admission.Defaulter[*HarvesterMachine] = &HarvesterMachineWebhook{}
+	_ admission.Validator[*HarvesterMachine] = &HarvesterMachineWebhook{}
+)
+
+// SetupWebhookWithManager registers the webhook with a manager.
+func (w *HarvesterMachineWebhook) SetupWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &HarvesterMachine{}).WithDefaulter(w).WithValidator(w).Complete()
+}
+
+// Default fills in the defaults of a HarvesterMachine.
+func (w *HarvesterMachineWebhook) Default(_ context.Context, m *HarvesterMachine) error {
+	m.Spec.Default()
+	return nil
+}
+
+// ValidateCreate checks a new HarvesterMachine.
+func (w *HarvesterMachineWebhook) ValidateCreate(_ context.Context, m *HarvesterMachine) (admission.Warnings, error) {
+	return nil, invalid("HarvesterMachine", m.Name, m.Spec.validate(field.NewPath("spec")))
+}
+
+// ValidateUpdate checks a changed HarvesterMachine. Like every CAPI infrastructure machine, its
+// spec is immutable (a change means a new machine), except that the provider fills in
+// providerID once.
+func (w *HarvesterMachineWebhook) ValidateUpdate(_ context.Context, oldM, newM *HarvesterMachine) (admission.Warnings, error) {
+	path := field.NewPath("spec")
+	errs := newM.Spec.validate(path)
+	if oldM.Spec.ProviderID != "" && newM.Spec.ProviderID != oldM.Spec.ProviderID {
+		errs = append(errs, field.Forbidden(path.Child("providerID"), "cannot change once set"))
+	}
+	oldSpec, newSpec := oldM.Spec, newM.Spec
+	oldSpec.ProviderID, newSpec.ProviderID = "", ""
+	if !reflect.DeepEqual(oldSpec, newSpec) {
+		errs = append(errs, field.Forbidden(path, "a HarvesterMachine cannot change; change the machine template and let CAPI roll out new machines"))
+	}
+	return nil, invalid("HarvesterMachine", newM.Name, errs)
+}
+
+// ValidateDelete allows every deletion.
+func (w *HarvesterMachineWebhook) ValidateDelete(context.Context, *HarvesterMachine) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// Default fills in the defaults of a HarvesterMachine spec: disk and interface names, the
+// virtio bus, the first disk as boot disk, BIOS firmware and the RerunOnFailure run strategy.
+func (s *HarvesterMachineSpec) Default() {
+	anyBootOrder := false
+	for i := range s.Disks {
+		d := &s.Disks[i]
+		if d.Name == "" {
+			d.Name = fmt.Sprintf("disk-%d", i)
+		}
+		if d.Bus == "" {
+			d.Bus = DiskBusVirtio
+		}
+		anyBootOrder = anyBootOrder || d.BootOrder != nil
+	}
+	if !anyBootOrder && len(s.Disks) > 0 {
+		s.Disks[0].BootOrder = ptr.To[int32](1)
+	}
+	for i := range s.Networks {
+		if s.Networks[i].Name == "" {
+			s.Networks[i].Name = fmt.Sprintf("nic-%d", i)
+		}
+	}
+	if s.Firmware.BootMode == "" {
+		s.Firmware.BootMode = BootModeBIOS
+	}
+	if s.RunStrategy == "" {
+		s.RunStrategy = RunStrategyRerunOnFailure
+	}
+}
+
+func (s *HarvesterMachineSpec) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+
+	if s.ProviderID != "" && !strings.HasPrefix(s.ProviderID, ProviderIDPrefix) {
+		errs = append(errs, field.Invalid(path.Child("providerID"), s.ProviderID, "must start with "+ProviderIDPrefix))
+	}
+	if s.CPU < 1 {
+		errs = append(errs, field.Invalid(path.Child("cpu"), s.CPU, "must be at least 1"))
+	}
+	errs = append(errs, validatePositive(path.Child("memory"), s.Memory)...)
+	if r := s.ReservedMemory; r != nil {
+		switch {
+		case r.Sign() < 0:
+			errs = append(errs, field.Invalid(path.Child("reservedMemory"), r.String(), "must not be negative"))
+		case r.Cmp(s.Memory) >= 0:
+			errs = append(errs, field.Invalid(path.Child("reservedMemory"), r.String(), "must be less than memory ("+s.Memory.String()+")"))
+		}
+	}
+
+	errs = append(errs, validateDisks(path.Child("disks"), s.Disks)...)
+	errs = append(errs, validateNetworks(path.Child("networks"), s.Networks)...)
+
+	for i, kp := range s.SSHKeyPairs {
+		errs = append(errs, validateNamespacedName(path.Child("sshKeyPairs").Index(i), kp, true)...)
+	}
+
+	fwPath := path.Child("firmware")
+	switch s.Firmware.BootMode {
+	case "", BootModeBIOS, BootModeEFI:
+	default:
+		errs = append(errs, field.NotSupported(fwPath.Child("bootMode"), s.Firmware.BootMode, []BootMode{BootModeBIOS, BootModeEFI}))
+	}
+	if s.Firmware.SecureBoot && s.Firmware.BootMode != BootModeEFI {
+		errs = append(errs, field.Invalid(fwPath.Child("secureBoot"), true, "secure boot requires bootMode EFI"))
+	}
+
+	switch s.RunStrategy {
+	case "", RunStrategyAlways, RunStrategyRerunOnFailure:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("runStrategy"), s.RunStrategy, []RunStrategy{RunStrategyRerunOnFailure, RunStrategyAlways}))
+	}
+	return errs
+}
+
+func validateDisks(path *field.Path, disks []Disk) field.ErrorList {
+	var errs field.ErrorList
+	if len(disks) == 0 {
+		return field.ErrorList{field.Required(path, "at least one disk, usually an image-backed root disk")}
+	}
+	names := map[string]bool{}
+	bootOrders := map[int32]bool{}
+	for i, d := range disks {
+		p := path.Index(i)
+		if d.Name != "" {
+			for _, msg := range validation.IsDNS1123Label(d.Name) {
+				errs = append(errs, field.Invalid(p.Child("name"), d.Name, msg))
+			}
+			if names[d.Name] {
+				errs = append(errs, field.Duplicate(p.Child("name"), d.Name))
+			}
+			names[d.Name] = true
+		}
+		switch {
+		case d.Image == "" && d.StorageClassName == "":
+			errs = append(errs, field.Required(p, "set exactly one of image or storageClassName"))
+		case d.Image != "" && d.StorageClassName != "":
+			errs = append(errs, field.Forbidden(p.Child("storageClassName"), "set exactly one of image or storageClassName: an image disk takes the image's storage class"))
+		case d.Image != "":
+			errs = append(errs, validateNamespacedName(p.Child("image"), d.Image, true)...)
+		default:
+			for _, msg := range validation.IsDNS1123Subdomain(d.StorageClassName) {
+				errs = append(errs, field.Invalid(p.Child("storageClassName"), d.StorageClassName, msg))
+			}
+		}
+		errs = append(errs, validatePositive(p.Child("size"), d.Size)...)
+		switch d.Bus {
+		case "", DiskBusVirtio, DiskBusSCSI, DiskBusSATA:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("bus"), d.Bus, []DiskBus{DiskBusVirtio, DiskBusSCSI, DiskBusSATA}))
+		}
+		if d.BootOrder != nil {
+			if *d.BootOrder < 1 {
+				errs = append(errs, field.Invalid(p.Child("bootOrder"), *d.BootOrder, "must be at least 1"))
+			} else if bootOrders[*d.BootOrder] {
+				errs = append(errs, field.Duplicate(p.Child("bootOrder"), *d.BootOrder))
+			}
+			bootOrders[*d.BootOrder] = true
+		}
+	}
+	return errs
+}
+
+func validateNetworks(path *field.Path, networks []Network) field.ErrorList {
+	var errs field.ErrorList
+	if len(networks) == 0 {
+		return field.ErrorList{field.Required(path, "at least one network; the first is the management network")}
+	}
+	names := map[string]bool{}
+	macs := map[string]bool{}
+	for i, n := range networks {
+		p := path.Index(i)
+		if n.Name != "" {
+			for _, msg := range validation.IsDNS1123Label(n.Name) {
+				errs = append(errs, field.Invalid(p.Child("name"), n.Name, msg))
+			}
+			if names[n.Name] {
+				errs = append(errs, field.Duplicate(p.Child("name"), n.Name))
+			}
+			names[n.Name] = true
+		}
+		if n.NetworkName == "" {
+			errs = append(errs, field.Required(p.Child("networkName"), "the VM network as `namespace/name`"))
+		} else {
+			errs = append(errs, validateNamespacedName(p.Child("networkName"), n.NetworkName, false)...)
+		}
+		if n.MACAddress != "" {
+			if macErrs := validateMAC(p.Child("macAddress"), n.MACAddress); len(macErrs) > 0 {
+				errs = append(errs, macErrs...)
+			} else if key := strings.ToLower(n.MACAddress); macs[key] {
+				errs = append(errs, field.Duplicate(p.Child("macAddress"), n.MACAddress))
+			} else {
+				macs[key] = true
+			}
+		}
+	}
+	return errs
+}

@@ -1,0 +1,56 @@
+package v1alpha1
+
+import (
+	"context"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachinetemplate,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvestermachinetemplates,versions=v1alpha1,name=default.harvestermachinetemplate.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachinetemplate,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvestermachinetemplates,versions=v1alpha1,name=validation.harvestermachinetemplate.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+
+// HarvesterMachineTemplateWebhook defaults and validates HarvesterMachineTemplates.
+type HarvesterMachineTemplateWebhook struct{}
+
+var (
+	_ admission.Defaulter[*HarvesterMachineTemplate] = &HarvesterMachineTemplateWebhook{}
+	_ admission.Validator[*HarvesterMachineTemplate] = &HarvesterMachineTemplateWebhook{}
+)
+
+// SetupWebhookWithManager registers the webhook with a manager.
+func (w *HarvesterMachineTemplateWebhook) SetupWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &HarvesterMachineTemplate{}).WithDefaulter(w).WithValidator(w).Complete()
+}
+
+// Default fills in the defaults of the template's HarvesterMachine spec.
+func (w *HarvesterMachineTemplateWebhook) Default(_ context.Context, t *HarvesterMachineTemplate) error {
+	t.Spec.Template.Spec.Default()
+	return nil
+}
+
+// ValidateCreate checks a new HarvesterMachineTemplate.
+func (w *HarvesterMachineTemplateWebhook) ValidateCreate(_ context.Context, t *HarvesterMachineTemplate) (admission.Warnings, error) {
+	return nil, invalid("HarvesterMachineTemplate", t.Name, t.Spec.Template.Spec.validate(templateSpecPath))
+}
+
+// ValidateUpdate refuses changes to the template, except in the topology controller's dry-run
+// requests, which must be allowed to compute the desired state of a ClusterClass cluster.
+func (w *HarvesterMachineTemplateWebhook) ValidateUpdate(ctx context.Context, oldT, newT *HarvesterMachineTemplate) (admission.Warnings, error) {
+	errs := newT.Spec.Template.Spec.validate(templateSpecPath)
+	dryRun, err := isTopologyDryRun(ctx, newT)
+	if err != nil {
+		return nil, err
+	}
+	if !dryRun && !reflect.DeepEqual(oldT.Spec.Template.Spec, newT.Spec.Template.Spec) {
+		errs = append(errs, field.Forbidden(templateSpecPath, "a machine template cannot change; create a new one and point the MachineDeployment or control plane at it"))
+	}
+	return nil, invalid("HarvesterMachineTemplate", newT.Name, errs)
+}
+
+// ValidateDelete allows every deletion.
+func (w *HarvesterMachineTemplateWebhook) ValidateDelete(context.Context, *HarvesterMachineTemplate) (admission.Warnings, error) {
+	return nil, nil
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Builds the test control-plane binaries (kube-apiserver and etcd) from the Go module proxy into
+# bin/k8s/<version>/, once per version. envtest's usual download (setup-envtest) needs GitHub and
+# GCS, which this project's machines cannot reach; the module proxy is always there.
+#
+# Usage: hack/ensure-control-plane.sh [dir]    prints the directory to use as KUBEBUILDER_ASSETS.
+set -euo pipefail
+
+KUBE_VERSION=${KUBE_VERSION:-v1.35.4}
+ETCD_VERSION=${ETCD_VERSION:-v3.5.21}
+root=$(cd "$(dirname "$0")/.." && pwd)
+dest=${1:-$root/bin/k8s/$KUBE_VERSION-etcd-$ETCD_VERSION}
+mkdir -p "$dest"
+
+log() { echo "ensure-control-plane: $*" >&2; }
+
+# Each binary is built in its own throw-away module, never in the project's go.mod: kube-apiserver
+# needs the kubernetes repository's staging replaces, and etcd its own dependency set.
+export GOFLAGS=-mod=mod
+export GOWORK=off
+
+if [ ! -x "$dest/etcd" ]; then
+  log "building etcd $ETCD_VERSION (once; about a minute)"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  cat >"$work/go.mod" <<EOF
+module local/etcd
+
+go 1.24
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+EOF
+  cat >"$work/main.go" <<'EOF'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+EOF
+  (cd "$work" && go mod tidy >&2 && go build -trimpath -ldflags "-s -w" -o "$dest/etcd.tmp" . && mv "$dest/etcd.tmp" "$dest/etcd")
+  rm -rf "$work"
+  trap - EXIT
+fi
+
+if [ ! -x "$dest/kube-apiserver" ]; then
+  log "building kube-apiserver $KUBE_VERSION (once; 3 to 5 minutes cold on 2 cores)"
+  minor=${KUBE_VERSION#v1.}
+  minor=${minor%%.*}
+  staging_version="v0.${KUBE_VERSION#v1.}"
+  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  [ -f "$gomod" ] || { log "cannot download k8s.io/kubernetes@$KUBE_VERSION"; exit 1; }
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  {
+    echo "module local/kube-apiserver"
+    echo
+    echo "go 1.25"
+    echo
+    echo "require k8s.io/kubernetes $KUBE_VERSION"
+    echo
+    echo "replace ("
+    # Every staging module the kubernetes go.mod points at ./staging becomes its published copy.
+    sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\t\1 => \1 '"$staging_version"'#p' "$gomod"
+    echo ")"
+  } >"$work/go.mod"
+  cat >"$work/tools.go" <<'EOF'
+//go:build tools
+
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+EOF
+  pkg=k8s.io/component-base/version
+  # No `go mod tidy` here: some staging modules kube-apiserver never imports are missing on the
+  # proxy, and -mod=mod only fetches what the build needs.
+  (cd "$work" && go build -mod=mod -trimpath \
+    -ldflags "-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor" \
+    -o "$dest/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver &&
+    mv "$dest/kube-apiserver.tmp" "$dest/kube-apiserver")
+  rm -rf "$work"
+  trap - EXIT
+fi
+
+echo "$dest"

@@ -1,0 +1,190 @@
+// Command manager runs the Cluster API infrastructure provider for Harvester HCI: the
+// HarvesterCluster and HarvesterMachine reconcilers and the webhooks of their API.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/component-base/logs"
+	logsv1 "k8s.io/component-base/logs/api/v1"
+	"k8s.io/klog/v2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/flags"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+)
+
+// options are the manager's command-line settings.
+type options struct {
+	healthAddr         string
+	leaderElect        bool
+	leaderElectionID   string
+	leaseDuration      time.Duration
+	renewDeadline      time.Duration
+	retryPeriod        time.Duration
+	watchNamespace     string
+	watchFilterValue   string
+	webhookPort        int
+	webhookCertDir     string
+	clusterConcurrency int
+	machineConcurrency int
+	syncPeriod         time.Duration
+	restConfigQPS      float32
+	restConfigBurst    int
+	harvesterQPS       float32
+	harvesterBurst     int
+	managerOptions     flags.ManagerOptions
+	logOptions         *logsv1.LoggingConfiguration
+	enableWebhooks     bool
+}
+
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.healthAddr, "health-addr", ":9440", "The address the health endpoints (/healthz, /readyz) bind to.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "controller-leader-election-capi-harvester", "Name of the Lease used for leader election.")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a leader keeps the lease without renewing it.")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before it gives up.")
+	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How long candidates wait between attempts.")
+	fs.StringVar(&o.watchNamespace, "namespace", "", "Reconcile only objects in this namespace (default: all namespaces).")
+	fs.StringVar(&o.watchFilterValue, "watch-filter", "", "Reconcile only objects labelled cluster.x-k8s.io/watch-filter=<value>.")
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the webhook server.")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs/", "Directory with the webhook server's tls.crt and tls.key.")
+	fs.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "Serve the API's defaulting and validating webhooks.")
+	fs.IntVar(&o.clusterConcurrency, "harvestercluster-concurrency", 10, "HarvesterClusters reconciled in parallel.")
+	fs.IntVar(&o.machineConcurrency, "harvestermachine-concurrency", 10, "HarvesterMachines reconciled in parallel.")
+	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every watched object is reconciled again, as a safety net; changes are handled as they happen.")
+	fs.Float32Var(&o.restConfigQPS, "kube-api-qps", 20, "Queries per second to the management cluster's API server.")
+	fs.IntVar(&o.restConfigBurst, "kube-api-burst", 30, "Burst of queries to the management cluster's API server.")
+	fs.Float32Var(&o.harvesterQPS, "harvester-api-qps", 20, "Queries per second to each Harvester cluster's API server.")
+	fs.IntVar(&o.harvesterBurst, "harvester-api-burst", 30, "Burst of queries to each Harvester cluster's API server.")
+	flags.AddManagerOptions(fs, &o.managerOptions)
+	o.logOptions = logs.NewOptions()
+	logsv1.AddFlags(o.logOptions, fs)
+}
+
+func newScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		clusterv1.AddToScheme,
+		infrav1.AddToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			panic(fmt.Sprintf("building the scheme: %v", err)) // programming error
+		}
+	}
+	return scheme
+}
+
+func main() {
+	o := &options{}
+	fs := pflag.CommandLine
+	o.addFlags(fs)
+	fs.AddGoFlagSet(flag.CommandLine)
+	pflag.Parse()
+	if err := run(o); err != nil {
+		klog.ErrorS(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(o *options) error {
+	if err := logsv1.ValidateAndApply(o.logOptions, nil); err != nil {
+		return fmt.Errorf("applying logging options: %w", err)
+	}
+	ctrl.SetLogger(klog.Background())
+	setupLog := ctrl.Log.WithName("setup")
+
+	tlsOptions, metricsOptions, err := flags.GetManagerOptions(o.managerOptions)
+	if err != nil {
+		return fmt.Errorf("reading TLS and diagnostics options: %w", err)
+	}
+
+	restConfig := ctrl.GetConfigOrDie()
+	restConfig.QPS = o.restConfigQPS
+	restConfig.Burst = o.restConfigBurst
+	restConfig.UserAgent = "cluster-api-provider-harvester-controller"
+
+	var defaultNamespaces map[string]cache.Config
+	if o.watchNamespace != "" {
+		setupLog.Info("reconciling objects in one namespace only", "namespace", o.watchNamespace)
+		defaultNamespaces = map[string]cache.Config{o.watchNamespace: {}}
+	}
+
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                     newScheme(),
+		Metrics:                    *metricsOptions,
+		LeaderElection:             o.leaderElect,
+		LeaderElectionID:           o.leaderElectionID,
+		LeaderElectionResourceLock: "leases",
+		LeaseDuration:              &o.leaseDuration,
+		RenewDeadline:              &o.renewDeadline,
+		RetryPeriod:                &o.retryPeriod,
+		HealthProbeBindAddress:     o.healthAddr,
+		Cache: cache.Options{
+			DefaultNamespaces: defaultNamespaces,
+			SyncPeriod:        &o.syncPeriod,
+		},
+		Client: client.Options{
+			Cache: &client.CacheOptions{
+				// Secrets are read live: the provider reads few of them and must not cache every
+				// Secret of the management cluster.
+				DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}},
+			},
+		},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Port:    o.webhookPort,
+			CertDir: o.webhookCertDir,
+			TLSOpts: tlsOptions,
+		}),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+
+	if err := (&controllers.HarvesterClusterReconciler{
+		Client:           mgr.GetClient(),
+		Scheme:           mgr.GetScheme(),
+		WatchFilterValue: o.watchFilterValue,
+	}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency}); err != nil {
+		return fmt.Errorf("setting up the HarvesterCluster controller: %w", err)
+	}
+	if err := (&controllers.HarvesterMachineReconciler{
+		Client:           mgr.GetClient(),
+		Scheme:           mgr.GetScheme(),
+		WatchFilterValue: o.watchFilterValue,
+	}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency}); err != nil {
+		return fmt.Errorf("setting up the HarvesterMachine controller: %w", err)
+	}
+
+	if o.enableWebhooks {
+		if err := infrav1.SetupWebhooksWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up webhooks: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return fmt.Errorf("adding the webhook readiness check: %w", err)
+		}
+	} else if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the readiness check: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the health check: %w", err)
+	}
+
+	setupLog.Info("starting manager")
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

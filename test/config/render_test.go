@@ -1,0 +1,92 @@
+// Package config_test checks what `kubectl kustomize config/default` renders: the provider as
+// clusterctl installs it.
+package config_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+func render(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := testenv.Kustomize(filepath.Join(testenv.RepoRoot(), "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := testenv.DecodeObjects(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func ofKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func TestDefaultRendersOneNamespaceAndTheManager(t *testing.T) {
+	g := NewWithT(t)
+	objs := render(t)
+
+	namespaces := ofKind(objs, "Namespace")
+	g.Expect(namespaces).To(HaveLen(1))
+	g.Expect(namespaces[0].GetName()).To(Equal("capi-harvester-system"))
+
+	deployments := ofKind(objs, "Deployment")
+	g.Expect(deployments).To(HaveLen(1))
+	d := &appsv1.Deployment{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(deployments[0].Object, d)).To(Succeed())
+	g.Expect(d.Namespace).To(Equal("capi-harvester-system"))
+	g.Expect(d.Spec.Template.Spec.Containers).To(HaveLen(1))
+	manager := d.Spec.Template.Spec.Containers[0]
+	g.Expect(manager.Name).To(Equal("manager"))
+
+	// The manager runs without privileges on a read-only root filesystem.
+	sc := manager.SecurityContext
+	g.Expect(sc).NotTo(BeNil())
+	g.Expect(*sc.AllowPrivilegeEscalation).To(BeFalse())
+	g.Expect(*sc.ReadOnlyRootFilesystem).To(BeTrue())
+	g.Expect(sc.Capabilities.Drop).To(ContainElement(BeEquivalentTo("ALL")))
+	g.Expect(*d.Spec.Template.Spec.SecurityContext.RunAsNonRoot).To(BeTrue())
+
+	// The webhook server's certificate is mounted where the manager reads it.
+	g.Expect(manager.VolumeMounts).To(ContainElement(HaveField("MountPath", "/tmp/k8s-webhook-server/serving-certs")))
+}
+
+func TestDefaultLabelsEveryObjectForClusterctl(t *testing.T) {
+	g := NewWithT(t)
+	for _, o := range render(t) {
+		g.Expect(o.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/provider", "infrastructure-harvester"),
+			"%s %s", o.GetKind(), o.GetName())
+		if o.GetKind() == "CustomResourceDefinition" {
+			g.Expect(o.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1alpha1"), o.GetName())
+		}
+	}
+}
+
+func TestWebhooksTrustTheCertManagerCertificate(t *testing.T) {
+	g := NewWithT(t)
+	objs := render(t)
+	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+		cfgs := ofKind(objs, kind)
+		g.Expect(cfgs).To(HaveLen(1), kind)
+		g.Expect(cfgs[0].GetAnnotations()).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", "capi-harvester-system/capi-harvester-serving-cert"))
+	}
+	certs := ofKind(objs, "Certificate")
+	g.Expect(certs).To(HaveLen(1))
+	dnsNames, _, _ := unstructured.NestedStringSlice(certs[0].Object, "spec", "dnsNames")
+	g.Expect(dnsNames).To(ContainElement("capi-harvester-webhook-service.capi-harvester-system.svc"))
+}

@@ -1,0 +1,156 @@
+package testenv
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// Options describe one test control plane.
+type Options struct {
+	// Name says which cluster this plays ("management", "harvester", "guest-a"), for errors.
+	Name string
+	// Scheme knows every kind the cluster's clients and webhooks handle.
+	Scheme *runtime.Scheme
+	// CRDs and CRDDirectoryPaths are installed before Start returns.
+	CRDs              []*apiextensionsv1.CustomResourceDefinition
+	CRDDirectoryPaths []string
+	// MutatingWebhooks and ValidatingWebhooks are installed pointing at the environment's
+	// manager, which serves the handlers SetupWebhooks registers.
+	MutatingWebhooks   []*admissionv1.MutatingWebhookConfiguration
+	ValidatingWebhooks []*admissionv1.ValidatingWebhookConfiguration
+	SetupWebhooks      func(ctrl.Manager) error
+}
+
+// Environment is a running kube-apiserver and etcd, a direct client to it and a manager (not
+// started) that the caller adds controllers to before StartManager.
+type Environment struct {
+	Name    string
+	Config  *rest.Config
+	Scheme  *runtime.Scheme
+	Client  client.Client
+	Manager ctrl.Manager
+
+	env         *envtest.Environment
+	stopManager context.CancelFunc
+	managerDone chan error
+	stopOnce    sync.Once
+}
+
+// Start starts a control plane with the options' CRDs and webhooks. Callers must Stop it.
+func Start(o Options) (*Environment, error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		Scheme:                o.Scheme,
+		CRDs:                  o.CRDs,
+		CRDDirectoryPaths:     o.CRDDirectoryPaths,
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			MutatingWebhooks:   o.MutatingWebhooks,
+			ValidatingWebhooks: o.ValidatingWebhooks,
+		},
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting the %s control plane: %w", o.Name, err)
+	}
+	e := &Environment{Name: o.Name, Config: cfg, Scheme: o.Scheme, env: env}
+	if err := e.init(o); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	return e, nil
+}
+
+func (e *Environment) init(o Options) error {
+	var err error
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: o.Scheme}); err != nil {
+		return fmt.Errorf("creating a client for the %s control plane: %w", o.Name, err)
+	}
+	wio := &e.env.WebhookInstallOptions
+	e.Manager, err = ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme:  o.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host:    wio.LocalServingHost,
+			Port:    wio.LocalServingPort,
+			CertDir: wio.LocalServingCertDir,
+		}),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the %s manager: %w", o.Name, err)
+	}
+	if o.SetupWebhooks != nil {
+		if err := o.SetupWebhooks(e.Manager); err != nil {
+			return fmt.Errorf("registering the %s webhooks: %w", o.Name, err)
+		}
+	}
+	return nil
+}
+
+// StartManager runs the manager in the background until Stop, and returns once its caches
+// are synced and, when it serves webhooks, its webhook server answers.
+func (e *Environment) StartManager(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	e.stopManager = cancel
+	e.managerDone = make(chan error, 1)
+	go func() { e.managerDone <- e.Manager.Start(ctx) }()
+
+	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
+	defer cancelSync()
+	if !e.Manager.GetCache().WaitForCacheSync(syncCtx) {
+		return fmt.Errorf("the %s manager's cache did not sync", e.Name)
+	}
+	if len(e.env.WebhookInstallOptions.MutatingWebhooks)+len(e.env.WebhookInstallOptions.ValidatingWebhooks) == 0 {
+		return nil
+	}
+	return e.waitForWebhookServer(syncCtx)
+}
+
+// waitForWebhookServer waits until the webhook server accepts TLS connections.
+func (e *Environment) waitForWebhookServer(ctx context.Context) error {
+	wio := &e.env.WebhookInstallOptions
+	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
+	dialer := &net.Dialer{Timeout: time.Second}
+	return wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		conn, err := tls.DialWithDialer(dialer, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a local test server
+		if err != nil {
+			return false, nil
+		}
+		return true, conn.Close()
+	})
+}
+
+// Stop stops the manager (if started) and the control plane.
+func (e *Environment) Stop() error {
+	var err error
+	e.stopOnce.Do(func() {
+		if e.stopManager != nil {
+			e.stopManager()
+			if mgrErr := <-e.managerDone; mgrErr != nil {
+				err = fmt.Errorf("the %s manager stopped with: %w", e.Name, mgrErr)
+			}
+		}
+		err = errors.Join(err, e.env.Stop())
+	})
+	return err
+}

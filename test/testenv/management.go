@@ -1,0 +1,131 @@
+package testenv
+
+import (
+	"path/filepath"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	kubeadmbootstrapwebhooks "sigs.k8s.io/cluster-api/bootstrap/kubeadm/webhooks"
+	kubeadmcontrolplanewebhooks "sigs.k8s.io/cluster-api/controlplane/kubeadm/webhooks"
+	capiwebhooks "sigs.k8s.io/cluster-api/webhooks"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+// ManagementScheme knows Kubernetes' kinds, Cluster API's (core, addons, IPAM, runtime, kubeadm
+// bootstrap and control plane) and this provider's.
+func ManagementScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		apiextensionsv1.AddToScheme,
+		clusterv1.AddToScheme,
+		addonsv1.AddToScheme,
+		ipamv1.AddToScheme,
+		runtimev1.AddToScheme,
+		bootstrapv1.AddToScheme,
+		controlplanev1.AddToScheme,
+		infrav1.AddToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
+// ManagementOptions describe a management cluster: this provider's CRDs as config/crd renders
+// them (with the contract label), Cluster API's and the kubeadm providers' CRDs from the
+// cluster-api module, and all their webhooks served in-process, so that CAPI objects get their
+// real defaulting and validation.
+func ManagementOptions() (Options, error) {
+	scheme, err := ManagementScheme()
+	if err != nil {
+		return Options{}, err
+	}
+	capi, err := ModuleDir("sigs.k8s.io/cluster-api")
+	if err != nil {
+		return Options{}, err
+	}
+
+	m := &manifests{}
+	ours, err := Kustomize(filepath.Join(RepoRoot(), "config", "crd"))
+	if err != nil {
+		return Options{}, err
+	}
+	if err := m.add(ours, "harvester-"); err != nil {
+		return Options{}, err
+	}
+	if err := m.addFiles("harvester-", filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")); err != nil {
+		return Options{}, err
+	}
+	if err := m.addFiles("capi-", filepath.Join(capi, "config", "webhook", "manifests.yaml")); err != nil {
+		return Options{}, err
+	}
+	if err := m.addFiles("kubeadm-bootstrap-", filepath.Join(capi, "bootstrap", "kubeadm", "config", "webhook", "manifests.yaml")); err != nil {
+		return Options{}, err
+	}
+	if err := m.addFiles("kubeadm-control-plane-", filepath.Join(capi, "controlplane", "kubeadm", "config", "webhook", "manifests.yaml")); err != nil {
+		return Options{}, err
+	}
+
+	return Options{
+		Name:   "management",
+		Scheme: scheme,
+		CRDs:   m.crds,
+		CRDDirectoryPaths: []string{
+			filepath.Join(capi, "config", "crd", "bases"),
+			filepath.Join(capi, "bootstrap", "kubeadm", "config", "crd", "bases"),
+			filepath.Join(capi, "controlplane", "kubeadm", "config", "crd", "bases"),
+		},
+		MutatingWebhooks:   m.mutating,
+		ValidatingWebhooks: m.validating,
+		SetupWebhooks:      setupManagementWebhooks,
+	}, nil
+}
+
+// StartManagement starts a management cluster as ManagementOptions describes it.
+func StartManagement() (*Environment, error) {
+	o, err := ManagementOptions()
+	if err != nil {
+		return nil, err
+	}
+	return Start(o)
+}
+
+func setupManagementWebhooks(mgr ctrl.Manager) error {
+	c := mgr.GetClient()
+	for _, w := range []interface{ SetupWebhookWithManager(ctrl.Manager) error }{
+		&capiwebhooks.Cluster{Client: c},
+		&capiwebhooks.ClusterClass{Client: c},
+		&capiwebhooks.Machine{},
+		&capiwebhooks.MachineDeployment{},
+		&capiwebhooks.MachineSet{},
+		&capiwebhooks.MachineHealthCheck{},
+		&capiwebhooks.MachineDrainRule{},
+		&capiwebhooks.MachinePool{},
+		&capiwebhooks.ClusterResourceSet{},
+		&capiwebhooks.ClusterResourceSetBinding{},
+		&capiwebhooks.ExtensionConfig{},
+		&capiwebhooks.IPAddress{Client: c},
+		&capiwebhooks.IPAddressClaim{},
+		&kubeadmbootstrapwebhooks.KubeadmConfig{},
+		&kubeadmbootstrapwebhooks.KubeadmConfigTemplate{},
+		&kubeadmcontrolplanewebhooks.KubeadmControlPlane{},
+		&kubeadmcontrolplanewebhooks.KubeadmControlPlaneTemplate{},
+		&kubeadmcontrolplanewebhooks.ScaleValidator{Client: c},
+	} {
+		if err := w.SetupWebhookWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	return infrav1.SetupWebhooksWithManager(mgr)
+}

@@ -1,0 +1,63 @@
+// Package testenv starts real kube-apiservers (envtest) for the management, Harvester and guest
+// clusters of the tests, the demo and the benchmark, with the CRDs and webhooks each one needs.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// RepoRoot is the directory of the project's checkout.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+var (
+	moduleDirsMu sync.Mutex
+	moduleDirs   = map[string]string{}
+)
+
+// ModuleDir returns the directory of a dependency in the module cache, e.g. to read the CRDs
+// that sigs.k8s.io/cluster-api ships.
+func ModuleDir(module string) (string, error) {
+	moduleDirsMu.Lock()
+	defer moduleDirsMu.Unlock()
+	if dir, ok := moduleDirs[module]; ok {
+		return dir, nil
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if exitErr, ok := err.(*exec.ExitError); ok {
+			stderr = string(exitErr.Stderr)
+		}
+		return "", fmt.Errorf("finding module %s: %w %s", module, err, stderr)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("module %s is not downloaded; run `go mod download`", module)
+	}
+	moduleDirs[module] = dir
+	return dir, nil
+}
+
+// AssetsDir returns the directory with the kube-apiserver and etcd binaries: KUBEBUILDER_ASSETS
+// when set (the Makefile sets it), else the newest build of hack/ensure-control-plane.sh in bin/.
+func AssetsDir() (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	matches, _ := filepath.Glob(filepath.Join(RepoRoot(), "bin", "k8s", "*", "kube-apiserver"))
+	if len(matches) == 0 {
+		return "", fmt.Errorf("no test control plane: run `make test` (or hack/ensure-control-plane.sh) to build kube-apiserver and etcd into bin/k8s")
+	}
+	return filepath.Dir(matches[len(matches)-1]), nil
+}
