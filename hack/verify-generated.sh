@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-generated=(api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml config/webhook/manifests.yaml)
+generated=(api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml config/webhook/manifests.yaml test/crds/kubevirt)
 before=$(mktemp -d)
 trap 'rm -rf "$before"' EXIT
 for path in "${generated[@]}"; do

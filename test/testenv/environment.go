@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
@@ -53,8 +56,22 @@ type Environment struct {
 	stopOnce    sync.Once
 }
 
+var setLoggerOnce sync.Once
+
+// setLogger sends controller-runtime's logs to stderr when TEST_LOG is set, else nowhere.
+func setLogger() {
+	setLoggerOnce.Do(func() {
+		if os.Getenv("TEST_LOG") == "" {
+			ctrl.SetLogger(logr.Discard())
+			return
+		}
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	})
+}
+
 // Start starts a control plane with the options' CRDs and webhooks. Callers must Stop it.
 func Start(o Options) (*Environment, error) {
+	setLogger()
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err

@@ -1,0 +1,162 @@
+package harvestersim
+
+import (
+	"math/rand"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Faults are the simulator's knobs for things going wrong. API faults act in the fault proxy,
+// between clients that use a kubeconfig of this simulator (ProviderKubeconfig, Kubeconfig) and
+// the apiserver; the admin client in Env.Client goes around them.
+type Faults struct {
+	mu       sync.Mutex
+	rules    []*apiFault
+	rand     *rand.Rand
+	noIP     map[string]bool // VM namespace/name, or "*"
+	requests map[string]int  // resource -> requests seen, for tests
+}
+
+type apiFault struct {
+	resource  string // plural resource, e.g. "virtualmachines"; "*" for all
+	verb      string // get, list, watch, create, update, patch, delete; "*" for all
+	code      int    // HTTP status to answer with; 0 for none (latency only)
+	remaining int    // requests left to fail; <0 for no limit
+	rate      float64
+	latency   time.Duration
+}
+
+func newFaults() *Faults {
+	return &Faults{rand: rand.New(rand.NewSource(1)), noIP: map[string]bool{}, requests: map[string]int{}}
+}
+
+// FailRequests answers the next count requests for resource and verb ("*" for any) with the HTTP
+// status code; count < 0 fails them until Clear.
+func (f *Faults) FailRequests(resource, verb string, code, count int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = append(f.rules, &apiFault{resource: resource, verb: verb, code: code, remaining: count, rate: 1})
+}
+
+// ErrorRate fails the given fraction of requests for resource (any verb) with the HTTP status
+// code. The draw is seeded, so a run is repeatable.
+func (f *Faults) ErrorRate(resource string, rate float64, code int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = append(f.rules, &apiFault{resource: resource, verb: "*", code: code, remaining: -1, rate: rate})
+}
+
+// Latency delays every request for resource (any verb) by d.
+func (f *Faults) Latency(resource string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = append(f.rules, &apiFault{resource: resource, verb: "*", remaining: -1, rate: 1, latency: d})
+}
+
+// NeverAssignIP keeps the guest agent of a VM's VMI silent, so it never reports addresses
+// (as with an image without qemu-guest-agent). "*" for all VMs; namespace is then ignored.
+func (f *Faults) NeverAssignIP(namespace, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if name == "*" {
+		f.noIP["*"] = true
+		return
+	}
+	f.noIP[namespace+"/"+name] = true
+}
+
+// Clear removes every fault.
+func (f *Faults) Clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = nil
+	f.noIP = map[string]bool{}
+}
+
+// Requests returns how many requests for a resource passed through the proxy.
+func (f *Faults) Requests(resource string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests[resource]
+}
+
+func (f *Faults) ipWithheld(namespace, name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.noIP["*"] || f.noIP[namespace+"/"+name]
+}
+
+// decide returns the latency and the error status (0 for none) for a request.
+func (f *Faults) decide(resource, verb string) (time.Duration, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests[resource]++
+	var latency time.Duration
+	for _, r := range f.rules {
+		if (r.resource != "*" && r.resource != resource) || (r.verb != "*" && r.verb != verb) {
+			continue
+		}
+		latency += r.latency
+		if r.code == 0 || r.remaining == 0 || f.rand.Float64() >= r.rate {
+			continue
+		}
+		if r.remaining > 0 {
+			r.remaining--
+		}
+		return latency, r.code
+	}
+	return latency, 0
+}
+
+// requestAttributes extracts the resource and verb of a Kubernetes API request path, e.g.
+// GET /apis/kubevirt.io/v1/namespaces/ns/virtualmachines?watch=true -> virtualmachines, watch.
+func requestAttributes(r *http.Request) (resource, verb string) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		parts = parts[2:] // api/v1/...
+	case len(parts) >= 4 && parts[0] == "apis":
+		parts = parts[3:] // apis/group/version/...
+	default:
+		return "", strings.ToLower(r.Method)
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		if len(parts) == 2 { // a namespace itself
+			parts = []string{"namespaces", parts[1]}
+		} else {
+			parts = parts[2:]
+		}
+	}
+	resource = parts[0]
+	named := len(parts) >= 2
+	if len(parts) >= 3 {
+		resource += "/" + parts[2]
+	}
+	switch r.Method {
+	case http.MethodGet:
+		switch {
+		case r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1":
+			verb = "watch"
+		case named:
+			verb = "get"
+		default:
+			verb = "list"
+		}
+	case http.MethodPost:
+		verb = "create"
+	case http.MethodPut:
+		verb = "update"
+	case http.MethodPatch:
+		verb = "patch"
+	case http.MethodDelete:
+		verb = "delete"
+		if !named {
+			verb = "deletecollection"
+		}
+	default:
+		verb = strings.ToLower(r.Method)
+	}
+	return resource, verb
+}

@@ -1,0 +1,189 @@
+package harvestersim
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+)
+
+// schedule picks the host a VMI's virt-launcher pod would land on, as kube-scheduler does for
+// the constraints guest-cluster VMs use: node selector, required and preferred node affinity,
+// required and preferred pod anti-affinity against other VMIs (by label and topology key), and
+// cordoned or NotReady hosts. Ties go to the least loaded host, then by name. exclude names a
+// host that must not be chosen (the source of a migration).
+func schedule(vmi *kubevirtv1.VirtualMachineInstance, nodes []corev1.Node, others []kubevirtv1.VirtualMachineInstance, exclude string) (string, error) {
+	affinity := vmi.Spec.Affinity
+	var best string
+	bestScore, bestLoad := 0, 0
+	var refused []string
+	for i := range nodes {
+		node := &nodes[i]
+		if node.Name == exclude {
+			continue
+		}
+		if reason := unfit(vmi, node, nodes, others); reason != "" {
+			refused = append(refused, node.Name+": "+reason)
+			continue
+		}
+		score := 0
+		if affinity != nil && affinity.NodeAffinity != nil {
+			for _, term := range affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+				if matchesNodeSelectorTerm(node, term.Preference) {
+					score += int(term.Weight)
+				}
+			}
+		}
+		if affinity != nil && affinity.PodAntiAffinity != nil {
+			for _, term := range affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+				if colocated(vmi, node, nodes, others, term.PodAffinityTerm) {
+					score -= int(term.Weight)
+				}
+			}
+		}
+		load := 0
+		for j := range others {
+			if others[j].Status.NodeName == node.Name {
+				load++
+			}
+		}
+		if best == "" || score > bestScore || (score == bestScore && load < bestLoad) {
+			best, bestScore, bestLoad = node.Name, score, load
+		}
+	}
+	if best == "" {
+		slices.Sort(refused)
+		return "", fmt.Errorf("0/%d nodes are available: %s", len(nodes), strings.Join(refused, "; "))
+	}
+	return best, nil
+}
+
+// unfit says why a host cannot take the VMI, or "".
+func unfit(vmi *kubevirtv1.VirtualMachineInstance, node *corev1.Node, nodes []corev1.Node, others []kubevirtv1.VirtualMachineInstance) string {
+	if node.Spec.Unschedulable {
+		return "node is cordoned"
+	}
+	ready := false
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			ready = true
+		}
+	}
+	if !ready {
+		return "node is not ready"
+	}
+	for k, v := range vmi.Spec.NodeSelector {
+		if node.Labels[k] != v {
+			return "node selector does not match"
+		}
+	}
+	affinity := vmi.Spec.Affinity
+	if affinity == nil {
+		return ""
+	}
+	if na := affinity.NodeAffinity; na != nil && na.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		matched := false
+		for _, term := range na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			if matchesNodeSelectorTerm(node, term) {
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			return "node affinity does not match"
+		}
+	}
+	if pa := affinity.PodAntiAffinity; pa != nil {
+		for _, term := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+			if colocated(vmi, node, nodes, others, term) {
+				return "pod anti-affinity forbids it"
+			}
+		}
+	}
+	return ""
+}
+
+// colocated tells whether a VMI matching the term runs in the same topology domain as node.
+func colocated(vmi *kubevirtv1.VirtualMachineInstance, node *corev1.Node, nodes []corev1.Node, others []kubevirtv1.VirtualMachineInstance, term corev1.PodAffinityTerm) bool {
+	domain, ok := node.Labels[term.TopologyKey]
+	if !ok {
+		return false
+	}
+	selector, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+	if err != nil {
+		return false
+	}
+	namespaces := term.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{vmi.Namespace}
+	}
+	hostDomain := map[string]string{}
+	for i := range nodes {
+		if v, ok := nodes[i].Labels[term.TopologyKey]; ok {
+			hostDomain[nodes[i].Name] = v
+		}
+	}
+	for i := range others {
+		o := &others[i]
+		if o.UID == vmi.UID || o.Status.NodeName == "" || o.DeletionTimestamp != nil {
+			continue
+		}
+		if !slices.Contains(namespaces, o.Namespace) || !selector.Matches(labels.Set(o.Labels)) {
+			continue
+		}
+		if d, ok := hostDomain[o.Status.NodeName]; ok && d == domain {
+			return true
+		}
+	}
+	return false
+}
+
+func matchesNodeSelectorTerm(node *corev1.Node, term corev1.NodeSelectorTerm) bool {
+	if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+		return false // an empty term matches nothing, as in kube-scheduler
+	}
+	for _, req := range term.MatchExpressions {
+		if !matchesRequirement(node.Labels, req) {
+			return false
+		}
+	}
+	for _, req := range term.MatchFields {
+		if req.Key != "metadata.name" || !matchesRequirement(map[string]string{"metadata.name": node.Name}, req) {
+			return false
+		}
+	}
+	return true
+}
+
+func matchesRequirement(set map[string]string, req corev1.NodeSelectorRequirement) bool {
+	value, exists := set[req.Key]
+	switch req.Operator {
+	case corev1.NodeSelectorOpIn:
+		return exists && slices.Contains(req.Values, value)
+	case corev1.NodeSelectorOpNotIn:
+		return !exists || !slices.Contains(req.Values, value)
+	case corev1.NodeSelectorOpExists:
+		return exists
+	case corev1.NodeSelectorOpDoesNotExist:
+		return !exists
+	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+		if !exists || len(req.Values) != 1 {
+			return false
+		}
+		have, err1 := strconv.ParseInt(value, 10, 64)
+		want, err2 := strconv.ParseInt(req.Values[0], 10, 64)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		if req.Operator == corev1.NodeSelectorOpGt {
+			return have > want
+		}
+		return have < want
+	}
+	return false
+}

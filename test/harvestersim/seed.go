@@ -1,0 +1,306 @@
+package harvestersim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// Labels and names Harvester uses.
+const (
+	LabelZone     = "topology.kubernetes.io/zone"
+	LabelRegion   = "topology.kubernetes.io/region"
+	LabelHostname = "kubernetes.io/hostname"
+
+	// LabelGlobalIPPool marks the pool used when no other matches
+	// (harvester-load-balancer pkg/utils/const.go).
+	LabelGlobalIPPool = "loadbalancer.harvesterhci.io/global-ip-pool"
+
+	// ServerVersionSetting holds the Harvester version.
+	ServerVersionSetting = "server-version"
+
+	// DefaultStorageClass is Harvester's default storage class for empty volumes.
+	DefaultStorageClass = "harvester-longhorn"
+
+	// CloudProviderRole and CSIDriverRole are Harvester's ClusterRoles for guest clusters.
+	CloudProviderRole = "harvesterhci.io:cloudprovider"
+	CSIDriverRole     = "harvesterhci.io:csi-driver"
+
+	// ProviderIdentityNamespace and ProviderIdentityName name the restricted ServiceAccount the
+	// provider runs as (config/harvester/provider-identity.yaml).
+	ProviderIdentityNamespace = "capi-harvester"
+	ProviderIdentityName      = "capi-harvester-provider"
+)
+
+func (h *Harvester) seed(ctx context.Context) error {
+	c := h.Env.Client
+	for _, ns := range h.Options.Namespaces {
+		if err := createIfMissing(ctx, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	for _, host := range h.Options.Hosts {
+		if err := h.AddHost(ctx, host); err != nil {
+			return err
+		}
+	}
+	if err := createIfMissing(ctx, c, storageClass(DefaultStorageClass, true)); err != nil {
+		return err
+	}
+	if err := createIfMissing(ctx, c, &harvesterv1.Setting{
+		ObjectMeta: metav1.ObjectMeta{Name: ServerVersionSetting},
+		Value:      h.Options.Version,
+	}); err != nil {
+		return err
+	}
+	for _, n := range h.Options.Networks {
+		if err := createIfMissing(ctx, c, networkAttachmentDefinition(n)); err != nil {
+			return err
+		}
+	}
+	home := h.Options.Namespaces[0]
+	for _, name := range h.Options.Images {
+		if err := h.AddImage(ctx, home, name, true); err != nil {
+			return err
+		}
+	}
+	for _, name := range h.Options.KeyPairs {
+		if err := createIfMissing(ctx, c, keyPair(home, name)); err != nil {
+			return err
+		}
+	}
+	for _, p := range h.Options.IPPools {
+		if err := h.AddIPPool(ctx, p); err != nil {
+			return err
+		}
+	}
+	if err := h.seedClusterRoles(ctx); err != nil {
+		return err
+	}
+	return h.applyFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "harvester", "provider-identity.yaml"))
+}
+
+// AddHost registers a Harvester node with its topology labels, Ready and schedulable.
+func (h *Harvester) AddHost(ctx context.Context, host Host) error {
+	labels := map[string]string{LabelHostname: host.Name, "node-role.kubernetes.io/control-plane": "true"}
+	if host.Zone != "" {
+		labels[LabelZone] = host.Zone
+	}
+	if host.Region != "" {
+		labels[LabelRegion] = host.Region
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: host.Name, Labels: labels}}
+	if err := createIfMissing(ctx, h.Env.Client, node); err != nil {
+		return err
+	}
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("64"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+	}
+	node.Status = corev1.NodeStatus{
+		Capacity:    capacity,
+		Allocatable: capacity,
+		Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+		}},
+	}
+	return h.Env.Client.Status().Update(ctx, node)
+}
+
+// AddImage creates a VirtualMachineImage; imported false leaves it importing (a fault knob).
+func (h *Harvester) AddImage(ctx context.Context, namespace, name string, imported bool) error {
+	img := &harvesterv1.VirtualMachineImage{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: harvesterv1.VirtualMachineImageSpec{
+			Backend:     harvesterv1.VMIBackendBackingImage,
+			DisplayName: name + ".img",
+			SourceType:  harvesterv1.VirtualMachineImageSourceTypeDownload,
+			URL:         "https://images.example.invalid/" + name + ".img",
+			Retry:       3,
+		},
+	}
+	setImageStatus(img, imported)
+	if err := createIfMissing(ctx, h.Env.Client, img); err != nil {
+		return err
+	}
+	// Harvester makes a storage class per image; volumes cloned from the image use it.
+	return createIfMissing(ctx, h.Env.Client, storageClass(img.Status.StorageClassName, false))
+}
+
+func storageClass(name string, isDefault bool) *storagev1.StorageClass {
+	sc := &storagev1.StorageClass{
+		ObjectMeta:  metav1.ObjectMeta{Name: name},
+		Provisioner: "driver.longhorn.io",
+		Parameters:  map[string]string{"numberOfReplicas": "3"},
+	}
+	if isDefault {
+		sc.Annotations = map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}
+	}
+	return sc
+}
+
+// SetImageImported finishes (or restarts) an image's import.
+func (h *Harvester) SetImageImported(ctx context.Context, namespace, name string, imported bool) error {
+	img := &harvesterv1.VirtualMachineImage{}
+	if err := h.Env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, img); err != nil {
+		return err
+	}
+	setImageStatus(img, imported)
+	return h.Env.Client.Update(ctx, img)
+}
+
+// setImageStatus writes what Harvester's image controller reports: the storage class made for
+// the image (`longhorn-<name>`) and the Imported condition.
+func setImageStatus(img *harvesterv1.VirtualMachineImage, imported bool) {
+	status, progress := corev1.ConditionTrue, 100
+	if !imported {
+		status, progress = corev1.ConditionUnknown, 42
+	}
+	img.Status.Progress = progress
+	img.Status.StorageClassName = "longhorn-" + img.Name
+	img.Status.Size = 2 << 30
+	img.Status.VirtualSize = 3 << 30
+	img.Status.Conditions = []harvesterv1.Condition{
+		{Type: harvesterv1.ImageInitialized, Status: corev1.ConditionTrue},
+		{Type: harvesterv1.ImageImported, Status: status},
+	}
+}
+
+func keyPair(namespace, name string) *harvesterv1.KeyPair {
+	return &harvesterv1.KeyPair{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: harvesterv1.KeyPairSpec{
+			PublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTheSimulatedHarvester0000000000000 " + name + "@example",
+		},
+		Status: harvesterv1.KeyPairStatus{
+			FingerPrint: "SHA256:simulated-" + name,
+			Conditions:  []harvesterv1.Condition{{Type: harvesterv1.KeyPairValidated, Status: corev1.ConditionTrue}},
+		},
+	}
+}
+
+// networkAttachmentDefinition is a Harvester VLAN network as its UI creates it.
+func networkAttachmentDefinition(n Network) *unstructured.Unstructured {
+	config, _ := json.Marshal(map[string]any{
+		"cniVersion": "0.3.1", "name": n.Name, "type": "bridge", "bridge": "mgmt-br",
+		"promiscMode": true, "vlan": n.VLAN, "ipam": map[string]any{},
+	})
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("k8s.cni.cncf.io/v1")
+	u.SetKind("NetworkAttachmentDefinition")
+	u.SetNamespace(n.Namespace)
+	u.SetName(n.Name)
+	u.SetLabels(map[string]string{
+		"network.harvesterhci.io/type":           "L2VlanNetwork",
+		"network.harvesterhci.io/clusternetwork": "mgmt",
+		"network.harvesterhci.io/vlan-id":        fmt.Sprint(n.VLAN),
+	})
+	_ = unstructured.SetNestedField(u.Object, string(config), "spec", "config")
+	return u
+}
+
+// AddIPPool creates a load-balancer IP pool.
+func (h *Harvester) AddIPPool(ctx context.Context, p IPPoolSpec) error {
+	pool := &lbv1.IPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
+		Spec: lbv1.IPPoolSpec{
+			Ranges: []lbv1.Range{{Subnet: p.Subnet, RangeStart: p.RangeStart, RangeEnd: p.RangeEnd, Gateway: p.Gateway}},
+			Selector: lbv1.Selector{
+				Priority: p.Priority,
+				Network:  p.Network,
+			},
+		},
+	}
+	if p.Namespace != "" {
+		pool.Spec.Selector.Scope = []lbv1.Tuple{{Project: "*", Namespace: p.Namespace, GuestCluster: "*"}}
+	}
+	if p.Global {
+		pool.Labels = map[string]string{LabelGlobalIPPool: "true"}
+	}
+	return createIfMissing(ctx, h.Env.Client, pool)
+}
+
+// seedClusterRoles installs Harvester's two ClusterRoles for guest clusters exactly as its chart
+// defines them (github.com/harvester/harvester deploy/charts/harvester/templates/rbac.yaml).
+func (h *Harvester) seedClusterRoles(ctx context.Context) error {
+	dir, err := testenv.ModuleDir("github.com/harvester/harvester")
+	if err != nil {
+		return err
+	}
+	data, err := readFile(filepath.Join(dir, "deploy", "charts", "harvester", "templates", "rbac.yaml"))
+	if err != nil {
+		return err
+	}
+	found := 0
+	for _, doc := range strings.Split(string(data), "\n---") {
+		if !strings.Contains(doc, "name: "+CloudProviderRole+"\n") && !strings.Contains(doc, "name: "+CSIDriverRole+"\n") {
+			continue
+		}
+		var lines []string
+		for _, line := range strings.Split(doc, "\n") {
+			if !strings.Contains(line, "{{") { // helm's label include
+				lines = append(lines, line)
+			}
+		}
+		objs, err := testenv.DecodeObjects([]byte(strings.Join(lines, "\n")))
+		if err != nil {
+			return fmt.Errorf("decoding Harvester's ClusterRoles: %w", err)
+		}
+		for _, u := range objs {
+			role := &rbacv1.ClusterRole{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, role); err != nil {
+				return err
+			}
+			if err := createIfMissing(ctx, h.Env.Client, role); err != nil {
+				return err
+			}
+			found++
+		}
+	}
+	if found != 2 {
+		return fmt.Errorf("found %d of Harvester's 2 guest ClusterRoles in its chart", found)
+	}
+	return nil
+}
+
+// applyFile creates every object of a YAML file.
+func (h *Harvester) applyFile(ctx context.Context, path string) error {
+	data, err := readFile(path)
+	if err != nil {
+		return err
+	}
+	objs, err := testenv.DecodeObjects(data)
+	if err != nil {
+		return fmt.Errorf("decoding %s: %w", path, err)
+	}
+	for _, u := range objs {
+		if err := createIfMissing(ctx, h.Env.Client, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func createIfMissing(ctx context.Context, c client.Client, obj client.Object) error {
+	if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}

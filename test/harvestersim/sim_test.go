@@ -1,0 +1,600 @@
+package harvestersim_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+)
+
+var (
+	sim *harvestersim.Harvester
+	ctx = context.Background()
+)
+
+const ns = "guests"
+
+func TestMain(m *testing.M) {
+	var err error
+	opts := harvestersim.DefaultOptions()
+	opts.IPPools = append(opts.IPPools,
+		harvestersim.IPPoolSpec{Name: "tiny", Subnet: "10.30.0.0/24", RangeStart: "10.30.0.10", RangeEnd: "10.30.0.11",
+			Gateway: "10.30.0.1", Network: "default/tiny", Namespace: "*"},
+		harvestersim.IPPoolSpec{Name: "global", Subnet: "10.40.0.0/24", RangeStart: "10.40.0.10", RangeEnd: "10.40.0.99",
+			Gateway: "10.40.0.1", Global: true},
+	)
+	sim, err = harvestersim.Start(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := sim.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// vm builds a VM the way a CAPI provider would: an image-backed root disk through the
+// volumeClaimTemplates annotation, Multus bridge NICs, a cloud-init Secret.
+func vm(name string, mutate func(*kubevirtv1.VirtualMachine)) *kubevirtv1.VirtualMachine {
+	claim := name + "-disk-0-abcde"
+	pvc := corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: claim, Annotations: map[string]string{harvestersim.AnnotationImageID: "default/ubuntu-24.04"}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			VolumeMode:       ptr.To(corev1.PersistentVolumeBlock),
+			StorageClassName: ptr.To("longhorn-ubuntu-24.04"),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("40Gi")}},
+		},
+	}
+	templates, _ := json.Marshal([]corev1.PersistentVolumeClaim{pvc})
+	v := &kubevirtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name,
+			Annotations: map[string]string{harvestersim.AnnotationVolumeClaimTemplates: string(templates)},
+		},
+		Spec: kubevirtv1.VirtualMachineSpec{
+			RunStrategy: ptr.To(kubevirtv1.RunStrategyRerunOnFailure),
+			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name, "cluster": "test"}},
+				Spec: kubevirtv1.VirtualMachineInstanceSpec{
+					Domain: kubevirtv1.DomainSpec{
+						CPU:    &kubevirtv1.CPU{Cores: 2},
+						Memory: &kubevirtv1.Memory{Guest: ptr.To(resource.MustParse("4Gi"))},
+						Devices: kubevirtv1.Devices{
+							Disks: []kubevirtv1.Disk{{Name: "disk-0", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: "virtio"}}}},
+							Interfaces: []kubevirtv1.Interface{
+								{Name: "nic-0", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}}, Model: "virtio"},
+								{Name: "nic-1", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}}, Model: "virtio"},
+							},
+						},
+					},
+					EvictionStrategy: ptr.To(kubevirtv1.EvictionStrategyLiveMigrateIfPossible),
+					Networks: []kubevirtv1.Network{
+						{Name: "nic-0", NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: "default/vlan10"}}},
+						{Name: "nic-1", NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: "default/vlan20"}}},
+					},
+					Volumes: []kubevirtv1.Volume{{Name: "disk-0", VolumeSource: kubevirtv1.VolumeSource{
+						PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+							PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+						},
+					}}},
+				},
+			},
+		},
+	}
+	if mutate != nil {
+		mutate(v)
+	}
+	return v
+}
+
+func getVMI(g Gomega, name string) *kubevirtv1.VirtualMachineInstance {
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, vmi)).To(Succeed())
+	return vmi
+}
+
+func hostOf(name string) *corev1.Node {
+	node := &corev1.Node{}
+	Expect(sim.Client().Get(ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
+	return node
+}
+
+func deleteVM(t *testing.T, name string) {
+	t.Helper()
+	g := NewWithT(t)
+	v := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	g.Expect(client.IgnoreNotFound(sim.Client().Delete(ctx, v))).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(sim.Client().Get(ctx, client.ObjectKeyFromObject(v), v))
+	}, 10*time.Second).Should(BeTrue())
+}
+
+func TestVMRunsWithVolumesAddressesAndLabels(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	g.Expect(sim.Client().Create(ctx, vm("run-1", nil))).To(Succeed())
+	defer deleteVM(t, "run-1")
+
+	// The PVC of the annotation exists and is bound.
+	g.Eventually(func(g Gomega) {
+		pvc := &corev1.PersistentVolumeClaim{}
+		g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "run-1-disk-0-abcde"}, pvc)).To(Succeed())
+		g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
+	}, 10*time.Second).Should(Succeed())
+
+	// The VMI runs on a host with the template's labels and the guest agent's addresses.
+	g.Eventually(func(g Gomega) {
+		vmi := getVMI(g, "run-1")
+		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
+		g.Expect(vmi.Status.NodeName).To(HavePrefix("harvester-"))
+		g.Expect(vmi.Labels).To(HaveKeyWithValue("app", "run-1"))
+		g.Expect(vmi.Labels).To(HaveKeyWithValue("cluster", "test"))
+		g.Expect(vmi.OwnerReferences).To(ContainElement(HaveField("Kind", "VirtualMachine")))
+		g.Expect(vmi.Status.Interfaces).To(HaveLen(3), "two NICs of the spec and a guest-only CNI bridge")
+		nic0, nic1 := vmi.Status.Interfaces[0], vmi.Status.Interfaces[1]
+		g.Expect(nic0.Name).To(Equal("nic-0"))
+		g.Expect(nic0.IP).To(HavePrefix("10.10."))
+		g.Expect(nic0.IPs).To(ContainElement(HavePrefix("fe80::")), "the guest agent reports link-local addresses too")
+		g.Expect(nic1.IP).To(HavePrefix("10.20."))
+		g.Expect(nic1.IPs).To(ContainElement(HavePrefix("fd00:20::")), "dual stack on vlan20")
+		g.Expect(vmi.Status.Interfaces[2].Name).To(BeEmpty())
+		g.Expect(vmi.Status.Conditions).To(ContainElement(And(
+			HaveField("Type", kubevirtv1.VirtualMachineInstanceAgentConnected), HaveField("Status", corev1.ConditionTrue))))
+	}, 10*time.Second).Should(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		v := &kubevirtv1.VirtualMachine{}
+		g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "run-1"}, v)).To(Succeed())
+		g.Expect(v.Status.Ready).To(BeTrue())
+		g.Expect(v.Status.PrintableStatus).To(Equal(kubevirtv1.VirtualMachineStatusRunning))
+	}, 10*time.Second).Should(Succeed())
+}
+
+func TestSchedulingFollowsAffinity(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+
+	// A required zone lands the VMI in that zone.
+	g.Expect(sim.Client().Create(ctx, vm("zone-b", func(v *kubevirtv1.VirtualMachine) {
+		v.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: harvestersim.LabelZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-b"}}},
+			}}},
+		}}
+	}))).To(Succeed())
+	defer deleteVM(t, "zone-b")
+	g.Eventually(func(g Gomega) {
+		g.Expect(getVMI(g, "zone-b").Status.NodeName).To(Equal("harvester-3"))
+	}, 10*time.Second).Should(Succeed())
+
+	// Soft anti-affinity between siblings spreads them over the three hosts.
+	for i := range 3 {
+		name := fmt.Sprintf("spread-%d", i)
+		g.Expect(sim.Client().Create(ctx, vm(name, func(v *kubevirtv1.VirtualMachine) {
+			v.Spec.Template.ObjectMeta.Labels["role"] = "spread"
+			v.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{
+					TopologyKey:   harvestersim.LabelHostname,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "spread"}},
+				}}},
+			}}
+		}))).To(Succeed())
+		defer deleteVM(t, name)
+		// One at a time, as a MachineDeployment creates them: each sees the others placed.
+		g.Eventually(func(g Gomega) { g.Expect(getVMI(g, name).Status.NodeName).NotTo(BeEmpty()) }, 10*time.Second).Should(Succeed())
+	}
+	hosts := map[string]bool{}
+	for i := range 3 {
+		hosts[getVMI(g, fmt.Sprintf("spread-%d", i)).Status.NodeName] = true
+	}
+	g.Expect(hosts).To(HaveLen(3))
+}
+
+func TestUnschedulableVMWaitsForAHost(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	g.Expect(sim.Client().Create(ctx, vm("zone-c", func(v *kubevirtv1.VirtualMachine) {
+		v.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: harvestersim.LabelZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-c"}}},
+			}}},
+		}}
+	}))).To(Succeed())
+	defer deleteVM(t, "zone-c")
+
+	g.Eventually(func(g Gomega) {
+		v := &kubevirtv1.VirtualMachine{}
+		g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "zone-c"}, v)).To(Succeed())
+		g.Expect(v.Status.PrintableStatus).To(Equal(kubevirtv1.VirtualMachineStatusUnschedulable))
+		g.Expect(getVMI(g, "zone-c").Status.Phase).To(Equal(kubevirtv1.Scheduling))
+	}, 10*time.Second).Should(Succeed())
+
+	// A host in that zone joins: the VMI is placed there without anyone touching it.
+	g.Expect(sim.AddHost(ctx, harvestersim.Host{Name: "harvester-4", Zone: "zone-c", Region: "region-1"})).To(Succeed())
+	defer func() {
+		g.Expect(sim.Client().Delete(ctx, hostOf("harvester-4"))).To(Succeed())
+	}()
+	g.Eventually(func(g Gomega) {
+		vmi := getVMI(g, "zone-c")
+		g.Expect(vmi.Status.NodeName).To(Equal("harvester-4"))
+		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
+	}, 10*time.Second).Should(Succeed())
+}
+
+func TestGuestClusterVMIsGetHostTopology(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	g.Expect(sim.Client().Create(ctx, vm("guest", func(v *kubevirtv1.VirtualMachine) {
+		v.Spec.Template.ObjectMeta.Labels[harvestersim.LabelCreator] = harvestersim.CreatorDockerMachineDriver
+	}))).To(Succeed())
+	defer deleteVM(t, "guest")
+	g.Expect(sim.Client().Create(ctx, vm("plain", nil))).To(Succeed())
+	defer deleteVM(t, "plain")
+
+	g.Eventually(func(g Gomega) {
+		vmi := getVMI(g, "guest")
+		g.Expect(vmi.Status.NodeName).NotTo(BeEmpty())
+		host := hostOf(vmi.Status.NodeName)
+		g.Expect(vmi.Annotations).To(HaveKeyWithValue(harvestersim.LabelZone, host.Labels[harvestersim.LabelZone]))
+		g.Expect(vmi.Annotations).To(HaveKeyWithValue(harvestersim.LabelRegion, "region-1"))
+		g.Expect(vmi.Annotations).To(HaveKeyWithValue(harvestersim.LabelHostname, host.Name))
+	}, 10*time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		vmi := getVMI(g, "plain")
+		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
+		g.Expect(vmi.Annotations).NotTo(HaveKey(harvestersim.LabelZone))
+	}, 10*time.Second).Should(Succeed())
+}
+
+func TestLiveMigrationMovesTheVMIAndKeepsItsAddresses(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	g.Expect(sim.Client().Create(ctx, vm("migrate", func(v *kubevirtv1.VirtualMachine) {
+		v.Spec.Template.ObjectMeta.Labels[harvestersim.LabelCreator] = harvestersim.CreatorDockerMachineDriver
+	}))).To(Succeed())
+	defer deleteVM(t, "migrate")
+	var before *kubevirtv1.VirtualMachineInstance
+	g.Eventually(func(g Gomega) {
+		before = getVMI(g, "migrate")
+		g.Expect(before.Status.Interfaces).NotTo(BeEmpty())
+		g.Expect(before.Status.Interfaces[0].IP).NotTo(BeEmpty())
+	}, 10*time.Second).Should(Succeed())
+
+	vmim, err := sim.Migrate(ctx, ns, "migrate")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		g.Expect(sim.Client().Get(ctx, client.ObjectKeyFromObject(vmim), vmim)).To(Succeed())
+		g.Expect(vmim.Status.Phase).To(Equal(kubevirtv1.MigrationSucceeded))
+	}, 10*time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		after := getVMI(g, "migrate")
+		g.Expect(after.Status.NodeName).NotTo(Equal(before.Status.NodeName))
+		g.Expect(after.Status.MigrationState).NotTo(BeNil())
+		g.Expect(after.Status.MigrationState.SourceNode).To(Equal(before.Status.NodeName))
+		g.Expect(after.Status.Interfaces[0].IP).To(Equal(before.Status.Interfaces[0].IP))
+		g.Expect(after.Annotations).To(HaveKeyWithValue(harvestersim.LabelHostname, after.Status.NodeName))
+	}, 10*time.Second).Should(Succeed())
+}
+
+func TestVMDeletionCascades(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	v := vm("cascade", func(v *kubevirtv1.VirtualMachine) {
+		v.Annotations[harvestersim.AnnotationRemovedPVCs] = "cascade-disk-0-abcde"
+	})
+	g.Expect(sim.Client().Create(ctx, v)).To(Succeed())
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cascade-cloudinit",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: v.Name, UID: v.UID}}}}
+	g.Expect(sim.Client().Create(ctx, secret)).To(Succeed())
+	g.Expect(sim.Client().Create(ctx, vm("keeps-disk", nil))).To(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(getVMI(g, "cascade").Status.Phase).To(Equal(kubevirtv1.Running)) }, 10*time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(getVMI(g, "keeps-disk").Status.Phase).To(Equal(kubevirtv1.Running)) }, 10*time.Second).Should(Succeed())
+
+	deleteVM(t, "cascade")
+	deleteVM(t, "keeps-disk")
+	gone := func(obj client.Object) func() bool {
+		return func() bool { return apierrors.IsNotFound(sim.Client().Get(ctx, client.ObjectKeyFromObject(obj), obj)) }
+	}
+	g.Eventually(gone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cascade"}}), 10*time.Second).Should(BeTrue())
+	g.Eventually(gone(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cascade-disk-0-abcde"}}), 10*time.Second).Should(BeTrue())
+	g.Eventually(gone(secret), 10*time.Second).Should(BeTrue())
+
+	// Without the removal annotation Harvester keeps the volume: that is how volumes leak.
+	kept := &corev1.PersistentVolumeClaim{}
+	g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "keeps-disk-disk-0-abcde"}, kept)).To(Succeed())
+	g.Expect(sim.Client().Delete(ctx, kept)).To(Succeed())
+	g.Eventually(gone(kept), 10*time.Second).Should(BeTrue(), "the pvc-protection finalizer is lifted once no VMI uses it")
+}
+
+func loadBalancer(name string, mutate func(*lbv1.LoadBalancer)) *lbv1.LoadBalancer {
+	lb := &lbv1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{}},
+		Spec: lbv1.LoadBalancerSpec{
+			WorkloadType: lbv1.VM, IPAM: lbv1.Pool,
+			Listeners:             []lbv1.Listener{{Name: "apiserver", Port: 6443, Protocol: corev1.ProtocolTCP, BackendPort: 6443}},
+			BackendServerSelector: map[string][]string{"app": {name}},
+			HealthCheck:           &lbv1.HealthCheck{Port: 6443, SuccessThreshold: 1, FailureThreshold: 3, PeriodSeconds: 5, TimeoutSeconds: 3},
+		},
+	}
+	if mutate != nil {
+		mutate(lb)
+	}
+	return lb
+}
+
+func getLB(g Gomega, name string) *lbv1.LoadBalancer {
+	lb := &lbv1.LoadBalancer{}
+	g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, lb)).To(Succeed())
+	return lb
+}
+
+func getPool(g Gomega, name string) *lbv1.IPPool {
+	pool := &lbv1.IPPool{}
+	g.Expect(sim.Client().Get(ctx, client.ObjectKey{Name: name}, pool)).To(Succeed())
+	return pool
+}
+
+func deleteLB(t *testing.T, name string) {
+	t.Helper()
+	g := NewWithT(t)
+	lb := &lbv1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	g.Expect(client.IgnoreNotFound(sim.Client().Delete(ctx, lb))).To(Succeed())
+	g.Eventually(func() bool { return apierrors.IsNotFound(sim.Client().Get(ctx, client.ObjectKeyFromObject(lb), lb)) }, 10*time.Second).Should(BeTrue())
+}
+
+func readyCondition(lb *lbv1.LoadBalancer) lbv1.Condition {
+	for _, c := range lb.Status.Conditions {
+		if c.Type == lbv1.LoadBalancerReady {
+			return c
+		}
+	}
+	return lbv1.Condition{}
+}
+
+func TestLoadBalancerGetsAPoolAddressBySelectorAndKeepsIt(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	lb := loadBalancer("cp", func(lb *lbv1.LoadBalancer) { lb.Annotations[harvestersim.AnnotationLBNetwork] = "default/vlan10" })
+	g.Expect(sim.Client().Create(ctx, lb)).To(Succeed())
+
+	var ip string
+	g.Eventually(func(g Gomega) {
+		got := getLB(g, "cp")
+		g.Expect(got.Status.AllocatedAddress.IPPool).To(Equal("guests"))
+		ip = got.Status.AllocatedAddress.IP
+		g.Expect(ip).To(HavePrefix("10.10.100."))
+		g.Expect(got.Status.AllocatedAddress.Mask).To(Equal("255.255.0.0"))
+		g.Expect(got.Status.AllocatedAddress.Gateway).To(Equal("10.10.0.1"))
+		g.Expect(got.Status.Address).To(Equal(ip))
+		// No VM behind it yet: not ready, but the address is known.
+		g.Expect(readyCondition(got).Status).To(Equal(corev1.ConditionFalse))
+		g.Expect(readyCondition(got).Message).To(Equal("no running backend servers"))
+	}, 10*time.Second).Should(Succeed())
+	g.Expect(getPool(g, "guests").Status.Allocated).To(HaveKeyWithValue(ip, ns+"/cp"))
+
+	// A running VM that matches the selector becomes a backend.
+	g.Expect(sim.Client().Create(ctx, vm("cp", nil))).To(Succeed())
+	defer deleteVM(t, "cp")
+	g.Eventually(func(g Gomega) {
+		got := getLB(g, "cp")
+		g.Expect(got.Status.BackendServers).To(HaveLen(1))
+		g.Expect(readyCondition(got).Status).To(Equal(corev1.ConditionTrue))
+	}, 10*time.Second).Should(Succeed())
+
+	// Deleting releases the address into the pool's history; the same name gets it back.
+	deleteLB(t, "cp")
+	pool := getPool(g, "guests")
+	g.Expect(pool.Status.Allocated).NotTo(HaveKey(ip))
+	g.Expect(pool.Status.AllocatedHistory).To(HaveKeyWithValue(ip, ns+"/cp"))
+
+	other := loadBalancer("other", func(lb *lbv1.LoadBalancer) { lb.Annotations[harvestersim.AnnotationLBNetwork] = "default/vlan10" })
+	g.Expect(sim.Client().Create(ctx, other)).To(Succeed())
+	defer deleteLB(t, "other")
+	g.Eventually(func(g Gomega) { g.Expect(getLB(g, "other").Status.AllocatedAddress.IP).NotTo(BeEmpty()) }, 10*time.Second).Should(Succeed())
+	g.Expect(getLB(g, "other").Status.AllocatedAddress.IP).NotTo(Equal(ip), "a remembered address goes to its old owner only")
+
+	g.Expect(sim.Client().Create(ctx, loadBalancer("cp", func(lb *lbv1.LoadBalancer) {
+		lb.Annotations[harvestersim.AnnotationLBNetwork] = "default/vlan10"
+	}))).To(Succeed())
+	defer deleteLB(t, "cp")
+	g.Eventually(func(g Gomega) { g.Expect(getLB(g, "cp").Status.AllocatedAddress.IP).To(Equal(ip)) }, 10*time.Second).Should(Succeed())
+}
+
+func TestLoadBalancerWithoutMatchingPoolUsesTheGlobalPool(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	g.Expect(sim.Client().Create(ctx, loadBalancer("global", nil))).To(Succeed())
+	defer deleteLB(t, "global")
+	g.Eventually(func(g Gomega) {
+		got := getLB(g, "global")
+		g.Expect(got.Status.AllocatedAddress.IPPool).To(Equal("global"))
+		g.Expect(got.Status.AllocatedAddress.IP).To(HavePrefix("10.40.0."))
+	}, 10*time.Second).Should(Succeed())
+}
+
+func TestExhaustedPoolIsReportedAndRecovers(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	onTiny := func(lb *lbv1.LoadBalancer) { lb.Annotations[harvestersim.AnnotationLBNetwork] = "default/tiny" }
+	for _, name := range []string{"tiny-1", "tiny-2", "tiny-3"} {
+		g.Expect(sim.Client().Create(ctx, loadBalancer(name, onTiny))).To(Succeed())
+		defer deleteLB(t, name)
+		g.Eventually(func(g Gomega) { g.Expect(getLB(g, name).Status.Conditions).NotTo(BeEmpty()) }, 10*time.Second).Should(Succeed())
+	}
+	third := getLB(g, "tiny-3")
+	g.Expect(third.Status.AllocatedAddress.IP).To(BeEmpty())
+	g.Expect(readyCondition(third).Status).To(Equal(corev1.ConditionFalse))
+	g.Expect(readyCondition(third).Message).To(Equal("no IP addresses available in range set: 10.30.0.10-10.30.0.11"))
+	g.Expect(getPool(g, "tiny").Status.Available).To(BeZero())
+
+	// Freeing an address serves the waiting load balancer, by watch.
+	deleteLB(t, "tiny-1")
+	g.Eventually(func(g Gomega) { g.Expect(getLB(g, "tiny-3").Status.AllocatedAddress.IP).To(Equal("10.30.0.10")) }, 10*time.Second).Should(Succeed())
+}
+
+func TestDHCPLoadBalancers(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	// A guest's (cluster) load balancer: kube-vip in the guest leases the address.
+	g.Expect(sim.Client().Create(ctx, loadBalancer("guest-svc", func(lb *lbv1.LoadBalancer) {
+		lb.Spec.WorkloadType, lb.Spec.IPAM, lb.Spec.BackendServerSelector, lb.Spec.HealthCheck = lbv1.Cluster, lbv1.DHCP, nil, nil
+	}))).To(Succeed())
+	defer deleteLB(t, "guest-svc")
+	// A vm load balancer: Harvester leases the address itself.
+	g.Expect(sim.Client().Create(ctx, loadBalancer("vm-dhcp", func(lb *lbv1.LoadBalancer) { lb.Spec.IPAM = lbv1.DHCP }))).To(Succeed())
+	defer deleteLB(t, "vm-dhcp")
+
+	g.Eventually(func(g Gomega) {
+		got := getLB(g, "guest-svc")
+		g.Expect(got.Status.AllocatedAddress.IP).To(Equal(harvestersim.AddressAskDHCP))
+		g.Expect(got.Status.Address).To(BeEmpty())
+		g.Expect(readyCondition(got).Status).To(Equal(corev1.ConditionTrue))
+	}, 10*time.Second).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(getLB(g, "guest-svc").Status.AllocatedAddress.IP).To(Equal(harvestersim.AddressAskDHCP))
+	}, 500*time.Millisecond).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getLB(g, "vm-dhcp")
+		g.Expect(got.Status.AllocatedAddress.IP).To(Equal(harvestersim.AddressAskDHCP))
+		g.Expect(got.Status.Address).To(HavePrefix("10.10.200."))
+	}, 10*time.Second).Should(Succeed())
+}
+
+// providerClient is a client of the simulated Harvester as the provider's restricted identity,
+// through the fault proxy.
+func providerClient(g Gomega) client.Client {
+	kubeconfig, err := sim.ProviderKubeconfig(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	scheme, err := harvestersim.Scheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+func TestProviderIdentityIsRestricted(t *testing.T) {
+	g := NewWithT(t)
+	c := providerClient(g)
+	g.Expect(c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(ns))).To(Succeed())
+	g.Expect(c.List(ctx, &corev1.NodeList{})).To(Succeed())
+
+	err := c.List(ctx, &rbacv1.ClusterRoleList{})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+	err = c.Delete(ctx, hostOf("harvester-1"))
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+	err = c.Create(ctx, &lbv1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "mine"}})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+}
+
+func TestAPIFaults(t *testing.T) {
+	g := NewWithT(t)
+	c := providerClient(g)
+	defer sim.Faults.Clear()
+
+	sim.Faults.FailRequests("virtualmachines", "list", http.StatusInternalServerError, 2)
+	for range 2 {
+		err := c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(ns))
+		g.Expect(apierrors.IsInternalError(err)).To(BeTrue(), "got %v", err)
+	}
+	g.Expect(c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(ns))).To(Succeed(), "only two requests fail")
+	g.Expect(c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns))).To(Succeed(), "other resources are not affected")
+
+	sim.Faults.ErrorRate("secrets", 0.5, http.StatusServiceUnavailable)
+	failed := 0
+	for range 40 {
+		if err := c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); err != nil {
+			g.Expect(apierrors.IsServiceUnavailable(err)).To(BeTrue(), "got %v", err)
+			failed++
+		}
+	}
+	g.Expect(failed).To(BeNumerically("~", 20, 12))
+	sim.Faults.Clear()
+
+	sim.Faults.Latency("keypairs", 300*time.Millisecond)
+	start := time.Now()
+	g.Expect(c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns))).To(Succeed())
+	fast := time.Since(start)
+	start = time.Now()
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "ops"}, &harvesterv1.KeyPair{})).To(Succeed())
+	g.Expect(time.Since(start)).To(BeNumerically(">=", 300*time.Millisecond))
+	g.Expect(fast).To(BeNumerically("<", 300*time.Millisecond))
+}
+
+func TestOutageAndRevokedIdentity(t *testing.T) {
+	g := NewWithT(t)
+	c := providerClient(g)
+	g.Expect(sim.StopAPI()).To(Succeed())
+	err := c.List(ctx, &corev1.NodeList{})
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("connection refused"))
+	g.Expect(sim.StartAPI(ctx)).To(Succeed())
+	g.Expect(c.List(ctx, &corev1.NodeList{})).To(Succeed(), "the same client works again once the API is back")
+
+	g.Expect(sim.RevokeProviderIdentity(ctx)).To(Succeed())
+	g.Eventually(func() bool { return apierrors.IsUnauthorized(c.List(ctx, &corev1.NodeList{})) }, 10*time.Second).Should(BeTrue())
+	kubeconfig, err := sim.RestoreProviderIdentity(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(apierrors.IsUnauthorized(c.List(ctx, &corev1.NodeList{}))).To(BeTrue(), "old tokens stay revoked")
+	g.Expect(string(kubeconfig)).To(ContainSubstring(sim.APIServerURL()))
+	g.Expect(providerClient(g).List(ctx, &corev1.NodeList{})).To(Succeed())
+}
+
+func TestVMIWithoutGuestAgentNeverGetsAnIP(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	sim.Faults.NeverAssignIP(ns, "silent")
+	defer sim.Faults.Clear()
+	g.Expect(sim.Client().Create(ctx, vm("silent", nil))).To(Succeed())
+	defer deleteVM(t, "silent")
+	g.Eventually(func(g Gomega) { g.Expect(getVMI(g, "silent").Status.Phase).To(Equal(kubevirtv1.Running)) }, 10*time.Second).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		for _, iface := range getVMI(g, "silent").Status.Interfaces {
+			g.Expect(iface.IP).To(BeEmpty())
+		}
+	}, time.Second).Should(Succeed())
+}
+
+func TestImageImportIsAKnob(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(sim.AddImage(ctx, "default", "importing", false)).To(Succeed())
+	img := &harvesterv1.VirtualMachineImage{}
+	g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: "default", Name: "importing"}, img)).To(Succeed())
+	g.Expect(imported(img)).To(Equal(corev1.ConditionUnknown))
+	g.Expect(sim.SetImageImported(ctx, "default", "importing", true)).To(Succeed())
+	g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: "default", Name: "importing"}, img)).To(Succeed())
+	g.Expect(imported(img)).To(Equal(corev1.ConditionTrue))
+	g.Expect(strings.HasPrefix(img.Status.StorageClassName, "longhorn-")).To(BeTrue())
+}
+
+func imported(img *harvesterv1.VirtualMachineImage) corev1.ConditionStatus {
+	for _, c := range img.Status.Conditions {
+		if c.Type == harvesterv1.ImageImported {
+			return c.Status
+		}
+	}
+	return ""
+}

@@ -1,0 +1,313 @@
+package harvestersim
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Labels by which Harvester recognises guest-cluster VMs; on their VMIs it keeps the host's
+// topology labels as annotations (HARVESTER.md, "Harvester conventions").
+const (
+	LabelCreator               = "harvesterhci.io/creator"
+	CreatorDockerMachineDriver = "docker-machine-driver-harvester"
+	LabelGuestCluster          = "guestcluster.harvesterhci.io/name"
+
+	labelNodeName = "kubevirt.io/nodeName"
+)
+
+// vmiReconciler plays kube-scheduler, virt-handler and qemu-guest-agent for VMIs: it places a
+// VMI on a host, runs it, and once the guest has "booted" reports its NICs' addresses.
+type vmiReconciler struct {
+	client.Client
+	h *Harvester
+}
+
+func (r *vmiReconciler) setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("sim-virtualmachineinstance").
+		For(&kubevirtv1.VirtualMachineInstance{}).
+		// A host that changes (uncordoned, relabelled, added) may take a waiting VMI.
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.unscheduled)).
+		Complete(r)
+}
+
+func (r *vmiReconciler) unscheduled(ctx context.Context, _ client.Object) []reconcile.Request {
+	vmis := &kubevirtv1.VirtualMachineInstanceList{}
+	if err := r.List(ctx, vmis); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range vmis.Items {
+		if vmis.Items[i].Status.NodeName == "" {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vmis.Items[i])})
+		}
+	}
+	return reqs
+}
+
+func (r *vmiReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := r.Get(ctx, req.NamespacedName, vmi); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.h.ips.release(req.Namespace + "/" + req.Name + "/")
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if vmi.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	before := vmi.DeepCopy()
+	var requeue time.Duration
+
+	switch {
+	case vmi.Status.NodeName == "":
+		if err := r.schedule(ctx, vmi); err != nil {
+			return ctrl.Result{}, err
+		}
+	case vmi.Status.Phase != kubevirtv1.Running:
+		r.run(vmi)
+		requeue = r.h.Options.BootDelay
+	default:
+		if booted, wait := r.booted(vmi); !booted {
+			requeue = wait
+		} else if !r.h.Faults.ipWithheld(vmi.Namespace, vmiOwnerName(vmi)) {
+			if err := r.reportAddresses(vmi); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	if err := r.applyTopology(ctx, vmi); err != nil {
+		return ctrl.Result{}, err
+	}
+	if !equalJSON(before, vmi) {
+		// The update's own watch event brings the VMI to its next step.
+		if err := r.Update(ctx, vmi); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// vmiOwnerName is the VM a VMI belongs to (same name, by KubeVirt's convention).
+func vmiOwnerName(vmi *kubevirtv1.VirtualMachineInstance) string { return vmi.Name }
+
+func (r *vmiReconciler) schedule(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) error {
+	nodes := &corev1.NodeList{}
+	if err := r.List(ctx, nodes); err != nil {
+		return err
+	}
+	others := &kubevirtv1.VirtualMachineInstanceList{}
+	if err := r.List(ctx, others); err != nil {
+		return err
+	}
+	host, err := schedule(vmi, nodes.Items, others.Items, "")
+	if err != nil {
+		vmi.Status.Phase = kubevirtv1.Scheduling
+		setVMICondition(vmi, kubevirtv1.VirtualMachineInstanceCondition{
+			Type: kubevirtv1.VirtualMachineInstanceConditionType(corev1.PodScheduled), Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: err.Error(),
+		})
+		return nil
+	}
+	vmi.Status.NodeName = host
+	vmi.Status.Phase = kubevirtv1.Scheduled
+	if vmi.Labels == nil {
+		vmi.Labels = map[string]string{}
+	}
+	vmi.Labels[labelNodeName] = host
+	removeVMICondition(vmi, kubevirtv1.VirtualMachineInstanceConditionType(corev1.PodScheduled))
+	return nil
+}
+
+func unschedulable(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	for _, c := range vmi.Status.Conditions {
+		if string(c.Type) == string(corev1.PodScheduled) && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// run starts the domain: Running, NICs known to the domain (no addresses until the guest agent
+// reports them), Ready and LiveMigratable.
+func (r *vmiReconciler) run(vmi *kubevirtv1.VirtualMachineInstance) {
+	vmi.Status.Phase = kubevirtv1.Running
+	vmi.Status.PhaseTransitionTimestamps = append(vmi.Status.PhaseTransitionTimestamps,
+		kubevirtv1.VirtualMachineInstancePhaseTransitionTimestamp{Phase: kubevirtv1.Running, PhaseTransitionTimestamp: metav1.Now()})
+	vmi.Status.Interfaces = nil
+	for i, iface := range vmi.Spec.Domain.Devices.Interfaces {
+		vmi.Status.Interfaces = append(vmi.Status.Interfaces, kubevirtv1.VirtualMachineInstanceNetworkInterface{
+			Name:          iface.Name,
+			MAC:           macFor(vmi, iface),
+			InterfaceName: fmt.Sprintf("enp%ds0", i+1),
+			InfoSource:    "domain, multus-status",
+			QueueCount:    1,
+		})
+	}
+	setVMICondition(vmi, kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue})
+	migratable := kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstanceIsMigratable, Status: corev1.ConditionTrue}
+	if vmi.Spec.EvictionStrategy == nil {
+		migratable.Message = "no eviction strategy: the VM is not moved away from a host under maintenance"
+	}
+	setVMICondition(vmi, migratable)
+}
+
+// booted tells whether the guest finished booting (BootDelay after Running), else how long to wait.
+func (r *vmiReconciler) booted(vmi *kubevirtv1.VirtualMachineInstance) (bool, time.Duration) {
+	for _, t := range vmi.Status.PhaseTransitionTimestamps {
+		if t.Phase == kubevirtv1.Running {
+			if left := time.Until(t.PhaseTransitionTimestamp.Add(r.h.Options.BootDelay)); left > 0 {
+				return false, left
+			}
+			return true, 0
+		}
+	}
+	return true, 0
+}
+
+// reportAddresses is qemu-guest-agent's report: each NIC's addresses (the first IPv4 as
+// ipAddress, all of them, link-local included, in ipAddresses), plus interfaces the guest has
+// that are not in the VMI spec (a CNI bridge, as on a Kubernetes node).
+func (r *vmiReconciler) reportAddresses(vmi *kubevirtv1.VirtualMachineInstance) error {
+	networks := map[string]kubevirtv1.Network{}
+	for _, n := range vmi.Spec.Networks {
+		networks[n.Name] = n
+	}
+	var ifaces []kubevirtv1.VirtualMachineInstanceNetworkInterface
+	for _, iface := range vmi.Status.Interfaces {
+		if iface.Name == "" {
+			continue // a guest-only interface from an earlier report
+		}
+		network, ok := networks[iface.Name]
+		if !ok {
+			continue
+		}
+		key := "pod"
+		if network.Multus != nil {
+			key = network.Multus.NetworkName
+			if !strings.Contains(key, "/") {
+				key = vmi.Namespace + "/" + key
+			}
+		}
+		var addrs []netip.Addr
+		if key != "pod" {
+			var err error
+			if addrs, err = r.h.ips.lease(key, vmi.Namespace+"/"+vmi.Name+"/"+iface.Name); err != nil {
+				return err
+			}
+		}
+		iface.IPs = nil
+		for _, a := range addrs {
+			iface.IPs = append(iface.IPs, a.String())
+		}
+		if len(iface.IPs) > 0 {
+			iface.IP = iface.IPs[0]
+		}
+		iface.IPs = append(iface.IPs, linkLocal(iface.MAC))
+		iface.InfoSource = "domain, guest-agent, multus-status"
+		ifaces = append(ifaces, iface)
+	}
+	ifaces = append(ifaces, kubevirtv1.VirtualMachineInstanceNetworkInterface{
+		InterfaceName: "cni0", IP: "10.42.0.1", IPs: []string{"10.42.0.1"}, InfoSource: "guest-agent",
+	})
+	vmi.Status.Interfaces = ifaces
+	setVMICondition(vmi, kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstanceAgentConnected, Status: corev1.ConditionTrue})
+	vmi.Status.GuestOSInfo = kubevirtv1.VirtualMachineInstanceGuestOSInfo{Name: "Ubuntu", ID: "ubuntu", VersionID: "24.04", KernelRelease: "6.8.0-simulated"}
+	return nil
+}
+
+// applyTopology copies the host's topology labels onto guest-cluster VMIs as annotations, as
+// Harvester does for VMs labelled as guest-cluster VMs.
+func (r *vmiReconciler) applyTopology(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) error {
+	if vmi.Status.NodeName == "" {
+		return nil
+	}
+	if vmi.Labels[LabelCreator] != CreatorDockerMachineDriver && vmi.Labels[LabelGuestCluster] == "" {
+		return nil
+	}
+	node := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: vmi.Status.NodeName}, node); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if vmi.Annotations == nil {
+		vmi.Annotations = map[string]string{}
+	}
+	for _, key := range []string{LabelZone, LabelRegion, LabelHostname} {
+		if v, ok := node.Labels[key]; ok {
+			vmi.Annotations[key] = v
+		} else {
+			delete(vmi.Annotations, key)
+		}
+	}
+	return nil
+}
+
+// macFor returns the MAC of an interface: the spec's, or a stable one in QEMU's 52:54:00 range.
+func macFor(vmi *kubevirtv1.VirtualMachineInstance, iface kubevirtv1.Interface) string {
+	if iface.MacAddress != "" {
+		return iface.MacAddress
+	}
+	sum := sha256.Sum256([]byte(vmi.Namespace + "/" + vmi.Name + "/" + iface.Name))
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", sum[0], sum[1], sum[2])
+}
+
+// linkLocal is the EUI-64 IPv6 link-local address a guest derives from its MAC.
+func linkLocal(mac string) string {
+	var b [6]byte
+	if _, err := fmt.Sscanf(mac, "%02x:%02x:%02x:%02x:%02x:%02x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]); err != nil {
+		return "fe80::1"
+	}
+	addr := netip.AddrFrom16([16]byte{0xfe, 0x80, 8: b[0] ^ 2, b[1], b[2], 0xff, 0xfe, b[3], b[4], b[5]})
+	return addr.String()
+}
+
+func vmiReady(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	if vmi.Status.Phase != kubevirtv1.Running {
+		return false
+	}
+	for _, c := range vmi.Status.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineInstanceReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func setVMICondition(vmi *kubevirtv1.VirtualMachineInstance, c kubevirtv1.VirtualMachineInstanceCondition) {
+	for i := range vmi.Status.Conditions {
+		if vmi.Status.Conditions[i].Type == c.Type {
+			if vmi.Status.Conditions[i].Status == c.Status {
+				c.LastTransitionTime = vmi.Status.Conditions[i].LastTransitionTime
+			} else {
+				c.LastTransitionTime = metav1.Now()
+			}
+			vmi.Status.Conditions[i] = c
+			return
+		}
+	}
+	c.LastTransitionTime = metav1.Now()
+	vmi.Status.Conditions = append(vmi.Status.Conditions, c)
+}
+
+func removeVMICondition(vmi *kubevirtv1.VirtualMachineInstance, t kubevirtv1.VirtualMachineInstanceConditionType) {
+	kept := vmi.Status.Conditions[:0]
+	for _, c := range vmi.Status.Conditions {
+		if c.Type != t {
+			kept = append(kept, c)
+		}
+	}
+	vmi.Status.Conditions = kept
+}
