@@ -1,5 +1,13 @@
 package harvestersim
 
+import (
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+)
+
+// controllerOptions let several simulators live in one process (controller names are global).
+var controllerOptions = controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 4}
+
 func (h *Harvester) setupControllers() error {
 	mgr := h.Env.Manager
 	c := mgr.GetClient()

@@ -50,6 +50,7 @@ type lbReconciler struct {
 
 func (r *lbReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
+		WithOptions(controllerOptions).
 		Named("sim-loadbalancer").
 		For(&lbv1.LoadBalancer{}).
 		// A pool that appears or frees an address may serve a waiting load balancer.
@@ -430,7 +431,7 @@ type ipPoolReconciler struct {
 }
 
 func (r *ipPoolReconciler) setup(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("sim-ippool").For(&lbv1.IPPool{}).Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).WithOptions(controllerOptions).Named("sim-ippool").For(&lbv1.IPPool{}).Complete(r)
 }
 
 func (r *ipPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

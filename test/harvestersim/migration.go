@@ -21,6 +21,7 @@ type migrationReconciler struct {
 
 func (r *migrationReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
+		WithOptions(controllerOptions).
 		Named("sim-migration").
 		For(&kubevirtv1.VirtualMachineInstanceMigration{}).
 		Complete(r)

@@ -2,7 +2,6 @@ package harvestersim_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -16,10 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,55 +51,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// vm builds a VM the way a CAPI provider would: an image-backed root disk through the
-// volumeClaimTemplates annotation, Multus bridge NICs, a cloud-init Secret.
+// vm builds a sample VM; mutate adjusts it.
 func vm(name string, mutate func(*kubevirtv1.VirtualMachine)) *kubevirtv1.VirtualMachine {
-	claim := name + "-disk-0-abcde"
-	pvc := corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: claim, Annotations: map[string]string{harvestersim.AnnotationImageID: "default/ubuntu-24.04"}},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-			VolumeMode:       ptr.To(corev1.PersistentVolumeBlock),
-			StorageClassName: ptr.To("longhorn-ubuntu-24.04"),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("40Gi")}},
-		},
-	}
-	templates, _ := json.Marshal([]corev1.PersistentVolumeClaim{pvc})
-	v := &kubevirtv1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name,
-			Annotations: map[string]string{harvestersim.AnnotationVolumeClaimTemplates: string(templates)},
-		},
-		Spec: kubevirtv1.VirtualMachineSpec{
-			RunStrategy: ptr.To(kubevirtv1.RunStrategyRerunOnFailure),
-			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name, "cluster": "test"}},
-				Spec: kubevirtv1.VirtualMachineInstanceSpec{
-					Domain: kubevirtv1.DomainSpec{
-						CPU:    &kubevirtv1.CPU{Cores: 2},
-						Memory: &kubevirtv1.Memory{Guest: ptr.To(resource.MustParse("4Gi"))},
-						Devices: kubevirtv1.Devices{
-							Disks: []kubevirtv1.Disk{{Name: "disk-0", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: "virtio"}}}},
-							Interfaces: []kubevirtv1.Interface{
-								{Name: "nic-0", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}}, Model: "virtio"},
-								{Name: "nic-1", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}}, Model: "virtio"},
-							},
-						},
-					},
-					EvictionStrategy: ptr.To(kubevirtv1.EvictionStrategyLiveMigrateIfPossible),
-					Networks: []kubevirtv1.Network{
-						{Name: "nic-0", NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: "default/vlan10"}}},
-						{Name: "nic-1", NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: "default/vlan20"}}},
-					},
-					Volumes: []kubevirtv1.Volume{{Name: "disk-0", VolumeSource: kubevirtv1.VolumeSource{
-						PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
-							PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
-						},
-					}}},
-				},
-			},
-		},
-	}
+	v := harvestersim.SampleVM(ns, name, "")
 	if mutate != nil {
 		mutate(v)
 	}

@@ -46,6 +46,7 @@ type vmReconciler struct {
 
 func (r *vmReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
+		WithOptions(controllerOptions).
 		Named("sim-virtualmachine").
 		For(&kubevirtv1.VirtualMachine{}).
 		Owns(&kubevirtv1.VirtualMachineInstance{}).
@@ -329,6 +330,7 @@ type pvcReconciler struct {
 
 func (r *pvcReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
+		WithOptions(controllerOptions).
 		Named("sim-persistentvolumeclaim").
 		For(&corev1.PersistentVolumeClaim{}).
 		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfVMI)).

@@ -37,6 +37,7 @@ type vmiReconciler struct {
 
 func (r *vmiReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
+		WithOptions(controllerOptions).
 		Named("sim-virtualmachineinstance").
 		For(&kubevirtv1.VirtualMachineInstance{}).
 		// A host that changes (uncordoned, relabelled, added) may take a waiting VMI.

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -170,4 +172,18 @@ func (e *Environment) Stop() error {
 		err = errors.Join(err, e.env.Stop())
 	})
 	return err
+}
+
+// Kubeconfig returns an admin kubeconfig of the control plane.
+func (e *Environment) Kubeconfig() ([]byte, error) {
+	return clientcmd.Write(clientcmdapi.Config{
+		Clusters: map[string]*clientcmdapi.Cluster{
+			e.Name: {Server: e.Config.Host, CertificateAuthorityData: e.Config.CAData},
+		},
+		AuthInfos: map[string]*clientcmdapi.AuthInfo{
+			"admin": {ClientCertificateData: e.Config.CertData, ClientKeyData: e.Config.KeyData, Token: e.Config.BearerToken},
+		},
+		Contexts:       map[string]*clientcmdapi.Context{e.Name: {Cluster: e.Name, AuthInfo: "admin"}},
+		CurrentContext: e.Name,
+	})
 }

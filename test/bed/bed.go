@@ -1,0 +1,204 @@
+// Package bed brings up the whole test bed in one process: a simulated Harvester, a management
+// cluster with Cluster API's core controllers and webhooks, guest clusters on demand and the
+// node agent that plays their kubelets. Tests, the demo and the benchmark all start it here.
+package bed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/guest"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// Options shape the bed.
+type Options struct {
+	// Harvester shapes the simulated Harvester; zero values take harvestersim's defaults.
+	Harvester harvestersim.Options
+	// SetupManagement adds controllers to the management manager before it starts (the
+	// provider's own, as main.go adds them).
+	SetupManagement func(ctx context.Context, b *Bed) error
+}
+
+// Bed is the running test bed.
+type Bed struct {
+	Harvester    *harvestersim.Harvester
+	Management   *testenv.Environment
+	ClusterCache clustercache.ClusterCache
+	Nodes        *guest.NodeAgent
+
+	mu     sync.Mutex
+	guests []*guest.Cluster
+}
+
+// Start brings the bed up. Callers must Stop it, which also deletes every Cluster first.
+func Start(ctx context.Context, o Options) (*Bed, error) {
+	b := &Bed{}
+	var err error
+	if b.Harvester, err = harvestersim.Start(ctx, o.Harvester); err != nil {
+		return nil, err
+	}
+	if b.Management, err = testenv.StartManagement(); err != nil {
+		return nil, errors.Join(err, b.Harvester.Stop())
+	}
+	if err := b.start(ctx, o); err != nil {
+		return nil, errors.Join(err, b.Stop(ctx))
+	}
+	return b, nil
+}
+
+func (b *Bed) start(ctx context.Context, o Options) error {
+	var err error
+	if b.ClusterCache, err = testenv.AddCAPICore(ctx, b.Management); err != nil {
+		return err
+	}
+	if o.SetupManagement != nil {
+		if err := o.SetupManagement(ctx, b); err != nil {
+			return err
+		}
+	}
+	if err := b.Management.StartManager(ctx); err != nil {
+		return err
+	}
+	b.Nodes = guest.NewNodeAgent(b.Harvester.Client(), b.Management.Client)
+	return b.Nodes.SetupWithManager(b.Harvester.Env.Manager)
+}
+
+// AddGuest starts the control plane of a guest cluster whose CAPI Cluster is namespace/name.
+func (b *Bed) AddGuest(ctx context.Context, namespace, name string, withCCM bool) (*guest.Cluster, error) {
+	g, err := guest.Start(ctx, b.Management.Client, namespace, name, withCCM)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.guests = append(b.guests, g)
+	b.mu.Unlock()
+	b.Nodes.AddGuest(g)
+	return g, nil
+}
+
+// Stop deletes every Cluster (CAPI's cluster cache otherwise keeps the manager from stopping),
+// then stops the management cluster, the guests and the simulated Harvester.
+func (b *Bed) Stop(ctx context.Context) error {
+	var errs []error
+	if b.Management != nil {
+		errs = append(errs, b.deleteClusters(ctx), b.Management.Stop())
+	}
+	b.mu.Lock()
+	guests := b.guests
+	b.guests = nil
+	b.mu.Unlock()
+	for _, g := range guests {
+		if b.Nodes != nil {
+			b.Nodes.RemoveGuest(g)
+		}
+		errs = append(errs, g.Stop())
+	}
+	if b.Harvester != nil {
+		errs = append(errs, b.Harvester.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// deleteClusters deletes all Clusters and waits (bounded) until they are gone.
+func (b *Bed) deleteClusters(ctx context.Context) error {
+	c := b.Management.Client
+	clusters := &clusterv1.ClusterList{}
+	if err := c.List(ctx, clusters); err != nil {
+		return err
+	}
+	for i := range clusters.Items {
+		if err := c.Delete(ctx, &clusters.Items[i]); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := c.List(ctx, clusters); err != nil {
+			return false, err
+		}
+		return len(clusters.Items) == 0, nil
+	})
+}
+
+// LeakCheck lists what is left on the simulated Harvester in a target namespace: VMs, VMIs,
+// PVCs, Secrets, LoadBalancers, ServiceAccounts, RoleBindings, ClusterRoleBindings bound to its
+// ServiceAccounts, and IP pool allocations of its load balancers. An empty list means clean.
+func (b *Bed) LeakCheck(ctx context.Context, namespace string) ([]string, error) {
+	c := b.Harvester.Client()
+	var leaks []string
+	lists := []struct {
+		kind string
+		list client.ObjectList
+	}{
+		{"VirtualMachine", &kubevirtv1.VirtualMachineList{}},
+		{"VirtualMachineInstance", &kubevirtv1.VirtualMachineInstanceList{}},
+		{"PersistentVolumeClaim", &corev1.PersistentVolumeClaimList{}},
+		{"Secret", &corev1.SecretList{}},
+		{"LoadBalancer", &lbv1.LoadBalancerList{}},
+		{"ServiceAccount", &corev1.ServiceAccountList{}},
+		{"RoleBinding", &rbacv1.RoleBindingList{}},
+	}
+	for _, l := range lists {
+		if err := c.List(ctx, l.list, client.InNamespace(namespace)); err != nil {
+			return nil, fmt.Errorf("listing %ss: %w", l.kind, err)
+		}
+		for _, name := range names(l.list) {
+			leaks = append(leaks, l.kind+" "+namespace+"/"+name)
+		}
+	}
+	crbs := &rbacv1.ClusterRoleBindingList{}
+	if err := c.List(ctx, crbs); err != nil {
+		return nil, err
+	}
+	for _, crb := range crbs.Items {
+		for _, s := range crb.Subjects {
+			if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == namespace {
+				leaks = append(leaks, "ClusterRoleBinding "+crb.Name)
+				break
+			}
+		}
+	}
+	pools := &lbv1.IPPoolList{}
+	if err := c.List(ctx, pools); err != nil {
+		return nil, err
+	}
+	for _, p := range pools.Items {
+		for ip, who := range p.Status.Allocated {
+			if strings.HasPrefix(who, namespace+"/") {
+				leaks = append(leaks, fmt.Sprintf("IPPool %s allocation %s to %s", p.Name, ip, who))
+			}
+		}
+	}
+	slices.Sort(leaks)
+	return leaks, nil
+}
+
+func names(list client.ObjectList) []string {
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(items))
+	for _, item := range items {
+		if o, err := meta.Accessor(item); err == nil {
+			out = append(out, o.GetName())
+		}
+	}
+	return out
+}

@@ -1,0 +1,43 @@
+// Package e2e holds the end-to-end suites: whole clusters on the simulated Harvester, with
+// Cluster API's core controllers running in-process against real apiservers.
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+)
+
+var (
+	testBed *bed.Bed
+	ctx     = context.Background()
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "end-to-end on the simulated Harvester")
+}
+
+var _ = BeforeSuite(func() {
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	opts := harvestersim.DefaultOptions()
+	opts.Namespaces = append(opts.Namespaces, "smoke")
+	var err error
+	start := time.Now()
+	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts})
+	Expect(err).NotTo(HaveOccurred())
+	GinkgoWriter.Printf("bed up in %s\n", time.Since(start).Round(time.Millisecond))
+})
+
+var _ = AfterSuite(func() {
+	if testBed != nil {
+		Expect(testBed.Stop(ctx)).To(Succeed())
+	}
+})

@@ -1,0 +1,51 @@
+// Package guest plays the guest clusters of the tests and the demo: one kube-apiserver per guest
+// cluster, the `<cluster>-kubeconfig` Secret CAPI reads to reach it, and a node agent that
+// registers a Node for each running VM whose cloud-init carries the cluster's bootstrap data, as
+// kubelet does once cloud-init has run.
+package guest
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// Cluster is a guest cluster's control plane.
+type Cluster struct {
+	// Namespace and Name of the CAPI Cluster in the management cluster.
+	Namespace, Name string
+	Env             *testenv.Environment
+	// WithCCM says a cloud controller manager runs in the guest: kubelets then register with the
+	// uninitialized taint and no providerID, and the CCM fills it in.
+	WithCCM bool
+}
+
+// Start starts a guest control plane and writes its kubeconfig Secret into the management
+// cluster, where CAPI's ClusterCache finds it.
+func Start(ctx context.Context, management client.Client, namespace, name string, withCCM bool) (*Cluster, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	env, err := testenv.Start(testenv.Options{Name: "guest-" + namespace + "-" + name, Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := env.Kubeconfig()
+	if err != nil {
+		return nil, fmt.Errorf("writing the guest kubeconfig: %w", err)
+	}
+	if err := management.Create(ctx, testenv.KubeconfigSecret(namespace, name, kubeconfig)); err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("creating the kubeconfig Secret of guest %s/%s: %w", namespace, name, err)
+	}
+	return &Cluster{Namespace: namespace, Name: name, Env: env, WithCCM: withCCM}, nil
+}
+
+// Stop stops the guest control plane.
+func (c *Cluster) Stop() error { return c.Env.Stop() }

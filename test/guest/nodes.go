@@ -1,0 +1,292 @@
+package guest
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/yaml"
+)
+
+// TaintUninitialized is what kubelet started with --cloud-provider=external puts on its Node
+// until the cloud controller manager initialises it.
+const TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
+
+// NodeAgent plays the kubelets of the guest VMs. For each running VMI with an address on the
+// simulated Harvester it reads the VM's cloud-init user data; if the user data carries the
+// bootstrap data of a guest cluster's Machine (the Secrets CAPI's bootstrap providers write in
+// the management cluster), it registers a Node named after the VM's hostname in that guest, and
+// marks it NotReady when the VMI goes away.
+type NodeAgent struct {
+	harvester  client.Client
+	management client.Client
+
+	mu     sync.Mutex
+	guests []*Cluster
+}
+
+// NewNodeAgent returns an agent reading VMIs with harvester and bootstrap data with management.
+func NewNodeAgent(harvester, management client.Client) *NodeAgent {
+	return &NodeAgent{harvester: harvester, management: management}
+}
+
+// AddGuest lets the agent register Nodes in a guest cluster.
+func (a *NodeAgent) AddGuest(c *Cluster) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.guests = append(a.guests, c)
+}
+
+// RemoveGuest stops registering Nodes in a guest cluster.
+func (a *NodeAgent) RemoveGuest(c *Cluster) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.guests = slices.DeleteFunc(a.guests, func(g *Cluster) bool { return g == c })
+}
+
+// SetupWithManager runs the agent on the simulated Harvester's manager.
+func (a *NodeAgent) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("guest-node-agent").
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 4}).
+		For(&kubevirtv1.VirtualMachineInstance{}).
+		Complete(a)
+}
+
+// Reconcile registers or updates the Node of one VMI.
+func (a *NodeAgent) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	err := a.harvester.Get(ctx, req.NamespacedName, vmi)
+	if apierrors.IsNotFound(err) || (err == nil && vmi.DeletionTimestamp != nil) {
+		return ctrl.Result{}, a.stopped(ctx, req.Name)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if vmi.Status.Phase != kubevirtv1.Running || firstIP(vmi) == "" {
+		return ctrl.Result{}, nil
+	}
+	userData, err := a.userData(ctx, vmi)
+	if err != nil || userData == nil {
+		return ctrl.Result{}, err
+	}
+	a.mu.Lock()
+	guests := slices.Clone(a.guests)
+	a.mu.Unlock()
+	for _, g := range guests {
+		ok, err := a.carries(ctx, g, userData)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if ok {
+			return ctrl.Result{}, a.register(ctx, g, vmi)
+		}
+	}
+	// Like a kubelet that cannot join yet, try again: the guest or the Machine's bootstrap
+	// Secret may not be known yet.
+	return ctrl.Result{RequeueAfter: time.Second}, nil
+}
+
+// userData reads the VMI's cloud-init user data Secret, or nil when it has none.
+func (a *NodeAgent) userData(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) ([]byte, error) {
+	for _, v := range vmi.Spec.Volumes {
+		var ref *corev1.LocalObjectReference
+		var inline string
+		switch {
+		case v.CloudInitNoCloud != nil:
+			ref, inline = v.CloudInitNoCloud.UserDataSecretRef, v.CloudInitNoCloud.UserData
+		case v.CloudInitConfigDrive != nil:
+			ref, inline = v.CloudInitConfigDrive.UserDataSecretRef, v.CloudInitConfigDrive.UserData
+		default:
+			continue
+		}
+		if ref == nil {
+			return []byte(inline), nil
+		}
+		secret := &corev1.Secret{}
+		if err := a.harvester.Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: ref.Name}, secret); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		for _, key := range []string{"userdata", "userData"} {
+			if data, ok := secret.Data[key]; ok {
+				return data, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// carries tells whether user data delivers the bootstrap data of one of a guest's Machines.
+func (a *NodeAgent) carries(ctx context.Context, g *Cluster, userData []byte) (bool, error) {
+	secrets := &corev1.SecretList{}
+	if err := a.management.List(ctx, secrets, client.InNamespace(g.Namespace),
+		client.MatchingLabels{"cluster.x-k8s.io/cluster-name": g.Name}); err != nil {
+		return false, err
+	}
+	for _, s := range secrets.Items {
+		if s.Type != "cluster.x-k8s.io/secret" || len(s.Data["value"]) == 0 || strings.HasSuffix(s.Name, "-kubeconfig") {
+			continue
+		}
+		if CarriesBootstrapData(userData, s.Data["value"]) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// CarriesBootstrapData tells whether cloud-init user data delivers bootstrap data: for
+// cloud-config, every command and file of the bootstrap data is in the user data (a provider may
+// merge in more, and reorder); for any other format, the data is there unchanged.
+func CarriesBootstrapData(userData, bootstrap []byte) bool {
+	if !isCloudConfig(bootstrap) {
+		return bytes.Contains(userData, bytes.TrimSpace(bootstrap))
+	}
+	if !isCloudConfig(userData) {
+		return false
+	}
+	var want, have cloudConfig
+	if yaml.Unmarshal(bootstrap, &want) != nil || yaml.Unmarshal(userData, &have) != nil {
+		return false
+	}
+	for _, cmd := range want.RunCmd {
+		if !slices.ContainsFunc(have.RunCmd, func(c any) bool { return equalYAML(c, cmd) }) {
+			return false
+		}
+	}
+	for _, f := range want.WriteFiles {
+		if !slices.ContainsFunc(have.WriteFiles, func(h writeFile) bool { return h.Path == f.Path && h.Content == f.Content }) {
+			return false
+		}
+	}
+	return len(want.RunCmd)+len(want.WriteFiles) > 0
+}
+
+type cloudConfig struct {
+	RunCmd     []any       `json:"runcmd"`
+	WriteFiles []writeFile `json:"write_files"`
+}
+
+type writeFile struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+func isCloudConfig(data []byte) bool {
+	return bytes.HasPrefix(bytes.TrimSpace(data), []byte("#cloud-config"))
+}
+
+func equalYAML(a, b any) bool {
+	ja, errA := yaml.Marshal(a)
+	jb, errB := yaml.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// register creates or refreshes the Node of a VMI in a guest, as its kubelet would.
+func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.VirtualMachineInstance) error {
+	name := vmi.Spec.Hostname
+	if name == "" {
+		name = vmi.Name
+	}
+	c := g.Env.Client
+	node := &corev1.Node{}
+	err := c.Get(ctx, client.ObjectKey{Name: name}, node)
+	if apierrors.IsNotFound(err) {
+		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+		}}}
+		if g.WithCCM {
+			node.Spec.Taints = []corev1.Taint{{Key: TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		} else {
+			// No CCM: set what it would have set, so that CAPI can match the Machine.
+			node.Spec.ProviderID = "harvester://" + string(vmOwnerUID(vmi))
+		}
+		if err := c.Create(ctx, node); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	if vmi.Spec.Domain.CPU != nil && vmi.Spec.Domain.CPU.Cores > 0 {
+		capacity[corev1.ResourceCPU] = *resource.NewQuantity(int64(vmi.Spec.Domain.CPU.Cores), resource.DecimalSI)
+	}
+	if vmi.Spec.Domain.Memory != nil && vmi.Spec.Domain.Memory.Guest != nil {
+		capacity[corev1.ResourceMemory] = *vmi.Spec.Domain.Memory.Guest
+	}
+	node.Status = corev1.NodeStatus{
+		Capacity:    capacity,
+		Allocatable: capacity,
+		Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+		}},
+		NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.35.4", OperatingSystem: "linux", Architecture: "amd64",
+			OSImage: "Ubuntu 24.04 LTS", ContainerRuntimeVersion: "containerd://2.1.0"},
+	}
+	if !g.WithCCM {
+		node.Status.Addresses = []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: firstIP(vmi)},
+			{Type: corev1.NodeHostName, Address: name},
+		}
+	}
+	return c.Status().Update(ctx, node)
+}
+
+// stopped marks the Nodes of a gone VMI NotReady in every guest, as a node controller would
+// once the kubelet stops posting its status.
+func (a *NodeAgent) stopped(ctx context.Context, name string) error {
+	a.mu.Lock()
+	guests := slices.Clone(a.guests)
+	a.mu.Unlock()
+	for _, g := range guests {
+		node := &corev1.Node{}
+		if err := g.Env.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		for i := range node.Status.Conditions {
+			if node.Status.Conditions[i].Type == corev1.NodeReady && node.Status.Conditions[i].Status != corev1.ConditionUnknown {
+				node.Status.Conditions[i].Status = corev1.ConditionUnknown
+				node.Status.Conditions[i].Reason = "NodeStatusUnknown"
+				node.Status.Conditions[i].Message = "Kubelet stopped posting node status."
+				node.Status.Conditions[i].LastTransitionTime = metav1.Now()
+				if err := g.Env.Client.Status().Update(ctx, node); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func vmOwnerUID(vmi *kubevirtv1.VirtualMachineInstance) string {
+	for _, ref := range vmi.OwnerReferences {
+		if ref.Kind == "VirtualMachine" {
+			return string(ref.UID)
+		}
+	}
+	return string(vmi.UID)
+}
+
+func firstIP(vmi *kubevirtv1.VirtualMachineInstance) string {
+	for _, iface := range vmi.Status.Interfaces {
+		if iface.Name != "" && iface.IP != "" {
+			return iface.IP
+		}
+	}
+	return ""
+}

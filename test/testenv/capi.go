@@ -1,0 +1,100 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/api/core/v1beta2/index"
+	capicontrollers "sigs.k8s.io/cluster-api/controllers"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+)
+
+// AddCAPICore adds Cluster API's own core reconcilers to the management environment's manager,
+// as CAPI's manager runs them: Cluster, Machine, MachineSet, MachineDeployment,
+// MachineHealthCheck, ClusterResourceSet(+Binding), with a ClusterCache that connects to each
+// workload cluster through its `<cluster>-kubeconfig` Secret. Call before StartManager.
+func AddCAPICore(ctx context.Context, e *Environment) (clustercache.ClusterCache, error) {
+	mgr := e.Manager
+	opts := controller.Options{MaxConcurrentReconciles: 5, SkipNameValidation: ptr.To(true)}
+	if err := index.AddDefaultIndexes(ctx, mgr); err != nil {
+		return nil, fmt.Errorf("adding Cluster API's indexes: %w", err)
+	}
+	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient: mgr.GetAPIReader(),
+		// Nodes are found by providerID, as CAPI's manager sets it up.
+		Cache:  clustercache.CacheOptions{Indexes: []clustercache.CacheOptionsIndex{clustercache.NodeProviderIDIndex}},
+		Client: clustercache.ClientOptions{UserAgent: "capi-in-process", QPS: 100, Burst: 200},
+	}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the ClusterCache: %w", err)
+	}
+
+	// The ClusterResourceSet controller watches Secrets by metadata only, from a cache of its own.
+	partialSecretCache, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		HTTPClient: mgr.GetHTTPClient(),
+		ByObject: map[client.Object]cache.ByObject{
+			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "Secret", APIVersion: "v1"}}: {},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(partialSecretCache); err != nil {
+		return nil, err
+	}
+
+	c, reader := mgr.GetClient(), mgr.GetAPIReader()
+	steps := []func() error{
+		func() error {
+			return (&capicontrollers.ClusterReconciler{Client: c, APIReader: reader, ClusterCache: clusterCache,
+				RemoteConnectionGracePeriod: 2 * time.Minute}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capicontrollers.MachineReconciler{Client: c, APIReader: reader, ClusterCache: clusterCache,
+				RemoteConditionsGracePeriod: 2 * time.Minute}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capicontrollers.MachineSetReconciler{Client: c, APIReader: reader, ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capicontrollers.MachineDeploymentReconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capicontrollers.MachineHealthCheckReconciler{Client: c, ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capicontrollers.ClusterResourceSetReconciler{Client: c, ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, opts, partialSecretCache)
+		},
+		func() error {
+			return (&capicontrollers.ClusterResourceSetBindingReconciler{Client: c}).SetupWithManager(ctx, mgr, opts)
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, fmt.Errorf("setting up Cluster API's controllers: %w", err)
+		}
+	}
+	return clusterCache, nil
+}
+
+// KubeconfigSecret is the `<cluster>-kubeconfig` Secret CAPI reads to reach a workload cluster.
+func KubeconfigSecret(namespace, cluster string, kubeconfig []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace,
+			Name:      cluster + "-kubeconfig",
+			Labels:    map[string]string{"cluster.x-k8s.io/cluster-name": cluster},
+		},
+		Type: "cluster.x-k8s.io/secret",
+		Data: map[string][]byte{"value": kubeconfig},
+	}
+}
