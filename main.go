@@ -20,7 +20,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -156,19 +155,15 @@ func run(o *options) error {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 
-	if err := (&controllers.HarvesterClusterReconciler{
-		Client:           mgr.GetClient(),
-		Scheme:           mgr.GetScheme(),
-		WatchFilterValue: o.watchFilterValue,
-	}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency}); err != nil {
-		return fmt.Errorf("setting up the HarvesterCluster controller: %w", err)
-	}
-	if err := (&controllers.HarvesterMachineReconciler{
-		Client:           mgr.GetClient(),
-		Scheme:           mgr.GetScheme(),
-		WatchFilterValue: o.watchFilterValue,
-	}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency}); err != nil {
-		return fmt.Errorf("setting up the HarvesterMachine controller: %w", err)
+	ctx := ctrl.SetupSignalHandler()
+	if err := controllers.Setup(ctx, mgr, controllers.Options{
+		WatchFilterValue:   o.watchFilterValue,
+		ClusterConcurrency: o.clusterConcurrency,
+		MachineConcurrency: o.machineConcurrency,
+		HarvesterQPS:       o.harvesterQPS,
+		HarvesterBurst:     o.harvesterBurst,
+	}); err != nil {
+		return err
 	}
 
 	if o.enableWebhooks {
@@ -186,5 +181,5 @@ func run(o *options) error {
 	}
 
 	setupLog.Info("starting manager")
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }

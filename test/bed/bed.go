@@ -94,24 +94,27 @@ func (b *Bed) AddGuest(ctx context.Context, namespace, name string, withCCM bool
 }
 
 // Stop deletes every Cluster (CAPI's cluster cache otherwise keeps the manager from stopping),
-// then stops the management cluster, the guests and the simulated Harvester.
+// then stops the management cluster, the simulated Harvester (and with it the node agent, which
+// talks to the guests) and last the guests.
 func (b *Bed) Stop(ctx context.Context) error {
 	var errs []error
 	if b.Management != nil {
 		errs = append(errs, b.deleteClusters(ctx), b.Management.Stop())
+	}
+	// The ClusterCache runs its caches outside the manager's context; without this their
+	// watches keep the guest apiservers from stopping.
+	if s, ok := b.ClusterCache.(interface{ Shutdown() }); ok {
+		s.Shutdown()
+	}
+	if b.Harvester != nil {
+		errs = append(errs, b.Harvester.Stop())
 	}
 	b.mu.Lock()
 	guests := b.guests
 	b.guests = nil
 	b.mu.Unlock()
 	for _, g := range guests {
-		if b.Nodes != nil {
-			b.Nodes.RemoveGuest(g)
-		}
 		errs = append(errs, g.Stop())
-	}
-	if b.Harvester != nil {
-		errs = append(errs, b.Harvester.Stop())
 	}
 	return errors.Join(errs...)
 }

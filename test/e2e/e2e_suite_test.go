@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
@@ -31,7 +32,11 @@ var _ = BeforeSuite(func() {
 	opts.Namespaces = append(opts.Namespaces, "smoke")
 	var err error
 	start := time.Now()
-	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts})
+	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, SetupManagement: func(ctx context.Context, b *bed.Bed) error {
+		return controllers.Setup(ctx, b.Management.Manager, controllers.Options{
+			ClusterConcurrency: 5, MachineConcurrency: 5, HarvesterQPS: 50, HarvesterBurst: 100, SkipNameValidation: true,
+		})
+	}})
 	Expect(err).NotTo(HaveOccurred())
 	GinkgoWriter.Printf("bed up in %s\n", time.Since(start).Round(time.Millisecond))
 })

@@ -166,7 +166,13 @@ func (p *faultProxy) start() error {
 	return nil
 }
 
-func (p *faultProxy) close() error { return p.stop() }
+func (p *faultProxy) close() error {
+	err := p.stop()
+	if t, ok := p.backend.(*http.Transport); ok {
+		t.CloseIdleConnections()
+	}
+	return err
+}
 
 // StopAPI makes the simulated Harvester unreachable for token clients: connections are refused
 // and open watches break, as when its apiserver goes down.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,6 +90,10 @@ func Start(o Options) (*Environment, error) {
 			ValidatingWebhooks: o.ValidatingWebhooks,
 		},
 	}
+	if name := os.Getenv("TEST_APISERVER_LOG"); name != "" && strings.Contains(o.Name, name) {
+		env.ControlPlane.GetAPIServer().Out = os.Stderr
+		env.ControlPlane.GetAPIServer().Err = os.Stderr
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting the %s control plane: %w", o.Name, err)
@@ -169,7 +174,9 @@ func (e *Environment) Stop() error {
 				err = fmt.Errorf("the %s manager stopped with: %w", e.Name, mgrErr)
 			}
 		}
-		err = errors.Join(err, e.env.Stop())
+		if stopErr := e.env.Stop(); stopErr != nil {
+			err = errors.Join(err, fmt.Errorf("stopping the %s control plane: %w", e.Name, stopErr))
+		}
 	})
 	return err
 }

@@ -1,0 +1,261 @@
+package harvester
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+// ErrInvalidKubeconfig is returned for an identity Secret whose kubeconfig is missing or bad.
+var ErrInvalidKubeconfig = errors.New("invalid kubeconfig")
+
+// ErrNotSynced is returned while a new connection's cache has not caught up with Harvester, for
+// instance because Harvester does not answer.
+var ErrNotSynced = errors.New("the Harvester cache is not synced yet")
+
+// CachedKinds are the Harvester kinds the factory's caches hold (only objects labelled as the
+// provider's): what the controllers watch.
+func CachedKinds() []client.Object {
+	return []client.Object{&kubevirtv1.VirtualMachine{}, &kubevirtv1.VirtualMachineInstance{}, &lbv1.LoadBalancer{}}
+}
+
+// Client reaches one Harvester cluster: Client reads live and writes, Cache holds the provider's
+// VMs, VMIs and load balancers of the target namespaces and feeds the controllers' watches.
+type Client struct {
+	client.Client
+	Cache  cache.Cache
+	Config *rest.Config
+}
+
+// ClientFactory keeps one connection per identity Secret: a client and a cache that covers the
+// target namespaces of the clusters using that identity. A connection is rebuilt when the
+// Secret's kubeconfig changes or a new target namespace appears, and torn down when its last
+// user releases it. It runs as a manager Runnable.
+type ClientFactory struct {
+	Scheme    *runtime.Scheme
+	QPS       float32
+	Burst     int
+	UserAgent string
+	// SyncTimeout bounds how long Get waits for a new cache to sync.
+	SyncTimeout time.Duration
+
+	mu          sync.Mutex
+	ctx         context.Context
+	connections map[string]*connection // by identity Secret namespace/name
+	onNewCache  []func(cache.Cache) error
+}
+
+type connection struct {
+	fingerprint string
+	namespaces  map[string]bool
+	users       map[string]string // user -> namespace it needs
+	client      *Client
+	cancel      context.CancelFunc
+	synced      bool
+}
+
+// Start records the manager's context; connections live until it ends.
+func (f *ClientFactory) Start(ctx context.Context) error {
+	f.mu.Lock()
+	f.ctx = ctx
+	f.mu.Unlock()
+	<-ctx.Done()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key, c := range f.connections {
+		c.cancel()
+		delete(f.connections, key)
+	}
+	return nil
+}
+
+// OnNewCache registers a function called with every new cache before it starts, e.g. to add a
+// controller's watches on the cached kinds.
+func (f *ClientFactory) OnNewCache(fn func(cache.Cache) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onNewCache = append(f.onNewCache, fn)
+}
+
+// Get returns the connection for an identity Secret, for user (an object key) working in
+// namespace on Harvester.
+func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Secret, namespace string) (*Client, error) {
+	kubeconfig := secret.Data[infrav1.IdentitySecretKey]
+	if len(kubeconfig) == 0 {
+		return nil, fmt.Errorf("%w: Secret %s/%s has no %q key", ErrInvalidKubeconfig, secret.Namespace, secret.Name, infrav1.IdentitySecretKey)
+	}
+	sum := sha256.Sum256(kubeconfig)
+	fingerprint := hex.EncodeToString(sum[:])
+	key := secret.Namespace + "/" + secret.Name
+
+	f.mu.Lock()
+	c, ok := f.connections[key]
+	if !ok || c.fingerprint != fingerprint || !c.namespaces[namespace] {
+		namespaces := map[string]bool{namespace: true}
+		users := map[string]string{user: namespace}
+		if ok && c.fingerprint == fingerprint {
+			maps.Copy(namespaces, c.namespaces)
+		}
+		if ok {
+			maps.Copy(users, c.users)
+			users[user] = namespace
+			c.cancel()
+		}
+		var err error
+		if c, err = f.connect(kubeconfig, fingerprint, namespaces); err != nil {
+			delete(f.connections, key)
+			f.mu.Unlock()
+			return nil, err
+		}
+		c.users = users
+		if f.connections == nil {
+			f.connections = map[string]*connection{}
+		}
+		f.connections[key] = c
+	}
+	c.users[user] = namespace
+	synced := c.synced
+	f.mu.Unlock()
+
+	if !synced {
+		timeout := f.SyncTimeout
+		if timeout == 0 {
+			timeout = 10 * time.Second
+		}
+		syncCtx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if !c.client.Cache.WaitForCacheSync(syncCtx) {
+			return c.client, ErrNotSynced
+		}
+		f.mu.Lock()
+		c.synced = true
+		f.mu.Unlock()
+	}
+	return c.client, nil
+}
+
+// connect builds and starts a connection; f.mu is held.
+func (f *ClientFactory) connect(kubeconfig []byte, fingerprint string, namespaces map[string]bool) (*connection, error) {
+	if f.ctx == nil {
+		return nil, errors.New("the Harvester client factory is not started")
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidKubeconfig, kubeconfigError(err))
+	}
+	cfg.QPS, cfg.Burst = f.QPS, f.Burst
+	cfg.UserAgent = f.UserAgent
+	cfg.Timeout = 30 * time.Second
+
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidKubeconfig, err.Error())
+	}
+	mapper, err := newLazyMapper(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	cacheNamespaces := map[string]cache.Config{}
+	for ns := range namespaces {
+		cacheNamespaces[ns] = cache.Config{}
+	}
+	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
+	byObject := map[client.Object]cache.ByObject{}
+	for _, kind := range CachedKinds() {
+		byObject[kind] = cache.ByObject{Label: ours}
+	}
+	c, err := cache.New(cfg, cache.Options{
+		Scheme:            f.Scheme,
+		Mapper:            mapper,
+		HTTPClient:        httpClient,
+		DefaultNamespaces: cacheNamespaces,
+		ByObject:          byObject,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the Harvester cache: %w", err)
+	}
+	live, err := client.New(cfg, client.Options{Scheme: f.Scheme, Mapper: mapper, HTTPClient: httpClient})
+	if err != nil {
+		return nil, fmt.Errorf("creating the Harvester client: %w", err)
+	}
+	for _, fn := range f.onNewCache {
+		if err := fn(c); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	go func() {
+		if err := c.Start(ctx); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Harvester cache stopped")
+		}
+	}()
+	return &connection{
+		fingerprint: fingerprint,
+		namespaces:  namespaces,
+		client:      &Client{Client: live, Cache: c, Config: cfg},
+		cancel:      cancel,
+	}, nil
+}
+
+// Release tells the factory that user no longer needs its connection; the last user's release
+// tears the connection down.
+func (f *ClientFactory) Release(user string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key, c := range f.connections {
+		if _, ok := c.users[user]; !ok {
+			continue
+		}
+		delete(c.users, user)
+		if len(c.users) == 0 {
+			c.cancel()
+			delete(f.connections, key)
+		}
+	}
+}
+
+// Connections returns the identity Secrets with a live connection, for tests and metrics.
+func (f *ClientFactory) Connections() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := slices.Collect(maps.Keys(f.connections))
+	slices.Sort(keys)
+	return keys
+}
+
+// kubeconfigError keeps a parse error's message but never echoes the kubeconfig's content.
+func kubeconfigError(err error) string {
+	msg := err.Error()
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	return msg
+}
+
+// newLazyMapper discovers Harvester's API groups on first use, so that building a connection
+// needs no request (and works while Harvester is down).
+func newLazyMapper(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
+	return apiutil.NewDynamicRESTMapper(cfg, httpClient)
+}

@@ -1,0 +1,171 @@
+package harvester
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"mime/multipart"
+	"net/textproto"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// BootstrapFormat is how a bootstrap provider wrote its data.
+type BootstrapFormat string
+
+const (
+	FormatCloudConfig BootstrapFormat = "cloud-config"
+	FormatShellScript BootstrapFormat = "shell-script"
+	FormatIgnition    BootstrapFormat = "ignition"
+	FormatUnknown     BootstrapFormat = "unknown"
+)
+
+// ErrUnsupportedBootstrapFormat is returned for bootstrap data that cannot reach a Harvester VM:
+// Harvester's VMs boot with cloud-init (NoCloud), which does not read Ignition.
+var ErrUnsupportedBootstrapFormat = errors.New("unsupported bootstrap format")
+
+// guestAgentCommand enables the guest agent, which reports the VM's addresses to Harvester.
+const guestAgentCommand = "systemctl enable --now qemu-guest-agent.service"
+
+// DetectBootstrapFormat tells the format of bootstrap data, from CAPI's `format` key when the
+// bootstrap provider set it, else from the data itself.
+func DetectBootstrapFormat(data []byte, declared string) BootstrapFormat {
+	switch strings.ToLower(declared) {
+	case "cloud-config":
+		return FormatCloudConfig
+	case "ignition":
+		return FormatIgnition
+	}
+	trimmed := bytes.TrimSpace(data)
+	switch {
+	case bytes.HasPrefix(trimmed, []byte("#cloud-config")):
+		return FormatCloudConfig
+	case bytes.HasPrefix(trimmed, []byte("#!")):
+		return FormatShellScript
+	case bytes.HasPrefix(trimmed, []byte("{")) && bytes.Contains(trimmed, []byte(`"ignition"`)):
+		return FormatIgnition
+	}
+	return FormatUnknown
+}
+
+// UserDataInput is what goes into a VM's cloud-init user data besides the bootstrap data.
+type UserDataInput struct {
+	Bootstrap       []byte
+	BootstrapFormat string // CAPI's `format` key, if any
+	SSHPublicKeys   []string
+}
+
+// BuildUserData merges the bootstrap data with what every node needs: qemu-guest-agent (so that
+// Harvester learns the VM's addresses) and the authorised SSH keys. Cloud-config is merged;
+// a shell script is sent as a MIME multipart message next to a cloud-config part; unknown
+// formats pass through untouched (the image must then bring its own guest agent); Ignition is
+// refused.
+func BuildUserData(in UserDataInput) ([]byte, BootstrapFormat, error) {
+	format := DetectBootstrapFormat(in.Bootstrap, in.BootstrapFormat)
+	switch format {
+	case FormatCloudConfig:
+		out, err := mergeCloudConfig(in.Bootstrap, in.SSHPublicKeys)
+		return out, format, err
+	case FormatShellScript:
+		out, err := multipartUserData(additions(in.SSHPublicKeys), in.Bootstrap)
+		return out, format, err
+	case FormatIgnition:
+		return nil, format, fmt.Errorf("%w: Ignition; Harvester VMs boot with cloud-init, use a cloud-config bootstrap format", ErrUnsupportedBootstrapFormat)
+	}
+	return in.Bootstrap, format, nil
+}
+
+// additions is the cloud-config the provider adds to every node.
+func additions(sshKeys []string) map[string]any {
+	cfg := map[string]any{
+		"packages": []any{"qemu-guest-agent"},
+		"runcmd":   []any{guestAgentCommand},
+	}
+	if len(sshKeys) > 0 {
+		keys := make([]any, 0, len(sshKeys))
+		for _, k := range sshKeys {
+			keys = append(keys, k)
+		}
+		cfg["ssh_authorized_keys"] = keys
+	}
+	return cfg
+}
+
+func mergeCloudConfig(bootstrap []byte, sshKeys []string) ([]byte, error) {
+	cfg := map[string]any{}
+	if err := yaml.Unmarshal(bootstrap, &cfg); err != nil {
+		return nil, fmt.Errorf("parsing the bootstrap cloud-config: %w", err)
+	}
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	add := additions(sshKeys)
+	cfg["packages"] = appendMissing(asList(cfg["packages"]), asList(add["packages"])...)
+	// The guest agent starts before the bootstrap commands, so that the address is known while
+	// a node joins.
+	runcmd := asList(cfg["runcmd"])
+	if !slices.ContainsFunc(runcmd, func(c any) bool { return c == guestAgentCommand }) {
+		runcmd = append([]any{guestAgentCommand}, runcmd...)
+	}
+	cfg["runcmd"] = runcmd
+	if keys := asList(add["ssh_authorized_keys"]); len(keys) > 0 {
+		cfg["ssh_authorized_keys"] = appendMissing(asList(cfg["ssh_authorized_keys"]), keys...)
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte("#cloud-config\n"), out...), nil
+}
+
+func asList(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	return nil
+}
+
+func appendMissing(list []any, items ...any) []any {
+	for _, item := range items {
+		if !slices.Contains(list, item) {
+			list = append(list, item)
+		}
+	}
+	return list
+}
+
+// multipartUserData sends a cloud-config part and a script part, which cloud-init runs both of.
+func multipartUserData(cfg map[string]any, script []byte) ([]byte, error) {
+	cloudConfig, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	parts := []struct {
+		contentType string
+		data        []byte
+	}{
+		{"text/cloud-config", append([]byte("#cloud-config\n"), cloudConfig...)},
+		{"text/x-shellscript", script},
+	}
+	for _, p := range parts {
+		part, err := w.CreatePart(textproto.MIMEHeader{
+			"Content-Type":              {p.contentType + `; charset="utf-8"`},
+			"Content-Transfer-Encoding": {"7bit"},
+		})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := part.Write(p.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	header := fmt.Sprintf("Content-Type: multipart/mixed; boundary=%q\nMIME-Version: 1.0\n\n", w.Boundary())
+	return append([]byte(header), body.Bytes()...), nil
+}

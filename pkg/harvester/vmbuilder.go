@@ -1,0 +1,345 @@
+package harvester
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+const (
+	// LabelHostname and LabelZone are the host topology labels failure domains use.
+	LabelHostname = "kubernetes.io/hostname"
+	LabelZone     = "topology.kubernetes.io/zone"
+	LabelRegion   = "topology.kubernetes.io/region"
+
+	// FailureDomainTopologyKey is the attribute of a failure domain that names the host label it
+	// stands for (LabelZone, or LabelHostname when hosts have no zones).
+	FailureDomainTopologyKey = "topologyKey"
+
+	cloudInitDisk = "cloudinitdisk"
+)
+
+// Image is a VirtualMachineImage a disk is cloned from, as the VM builder needs it.
+type Image struct {
+	Namespace, Name  string
+	StorageClassName string
+}
+
+// VMInput is everything a machine's VM is made of.
+type VMInput struct {
+	Machine          *infrav1.HarvesterMachine
+	Namespace        string // the target namespace on Harvester
+	ClusterNamespace string
+	ClusterName      string
+	Role             string // RoleControlPlane or RoleWorker
+	// FailureDomain and its topology key (LabelZone or LabelHostname); empty for none.
+	FailureDomain    string
+	FailureDomainKey string
+	// Images by the reference a disk's spec uses.
+	Images map[string]Image
+	// KeyPairs are the machine's keypairs as `namespace/name`.
+	KeyPairs []string
+	// UserDataSecret and NetworkDataSecret name the cloud-init Secrets (NetworkDataSecret may be
+	// empty).
+	UserDataSecret, NetworkDataSecret string
+}
+
+// ResolveRef splits a `name` or `namespace/name` reference, defaulting the namespace.
+func ResolveRef(ref, defaultNamespace string) (string, string) {
+	if ns, name, ok := strings.Cut(ref, "/"); ok {
+		return ns, name
+	}
+	return defaultNamespace, ref
+}
+
+// MachineLabels are the labels of a machine's VM and VMI.
+func MachineLabels(in *VMInput) map[string]string {
+	labels := ManagedLabels(in.ClusterNamespace, in.ClusterName)
+	labels[LabelMachine] = in.Machine.Name
+	labels[LabelMachineNamespace] = in.Machine.Namespace
+	labels[LabelRole] = in.Role
+	return labels
+}
+
+// ClaimName is the PVC of one disk of a machine: stable for the machine, so that a retried
+// create names the same volumes, and unlike the PVCs of an earlier machine of the same name.
+func ClaimName(m *infrav1.HarvesterMachine, disk string) string {
+	uid := strings.ReplaceAll(string(m.UID), "-", "")
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return boundedName(fmt.Sprintf("%s-%s-%s", m.Name, disk, uid), 253)
+}
+
+// BuildVM returns the KubeVirt VirtualMachine of a machine, in Harvester's conventions.
+func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
+	m := in.Machine
+	spec := &m.Spec
+	labels := MachineLabels(in)
+	templateLabels := map[string]string{
+		LabelHarvesterCreator:      HarvesterCreatorValue,
+		LabelHarvesterGuestCluster: labels[LabelCluster],
+	}
+	for k, v := range labels {
+		templateLabels[k] = v
+	}
+
+	claims, disks, volumes, claimNames, err := buildDisks(in)
+	if err != nil {
+		return nil, err
+	}
+	claimsJSON, err := json.Marshal(claims)
+	if err != nil {
+		return nil, err
+	}
+	annotations := map[string]string{
+		AnnotationVolumeClaimTemplates: string(claimsJSON),
+		// Harvester deletes these volumes with the VM, whoever deletes it.
+		AnnotationRemovedPVCs: strings.Join(claimNames, ","),
+	}
+	guest := spec.Memory.DeepCopy()
+	if spec.ReservedMemory != nil {
+		annotations[AnnotationReservedMemory] = spec.ReservedMemory.String()
+		guest.Sub(*spec.ReservedMemory)
+	}
+
+	interfaces := make([]kubevirtv1.Interface, 0, len(spec.Networks))
+	networks := make([]kubevirtv1.Network, 0, len(spec.Networks))
+	for i, n := range spec.Networks {
+		name := n.Name
+		if name == "" {
+			name = fmt.Sprintf("nic-%d", i)
+		}
+		interfaces = append(interfaces, kubevirtv1.Interface{
+			Name:                   name,
+			Model:                  "virtio",
+			MacAddress:             n.MACAddress,
+			InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}},
+		})
+		networks = append(networks, kubevirtv1.Network{
+			Name:          name,
+			NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: n.NetworkName}},
+		})
+	}
+
+	cloudInit := &kubevirtv1.CloudInitNoCloudSource{UserDataSecretRef: &corev1.LocalObjectReference{Name: in.UserDataSecret}}
+	if in.NetworkDataSecret != "" {
+		cloudInit.NetworkDataSecretRef = &corev1.LocalObjectReference{Name: in.NetworkDataSecret}
+	}
+	disks = append(disks, kubevirtv1.Disk{Name: cloudInitDisk, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}})
+	volumes = append(volumes, kubevirtv1.Volume{Name: cloudInitDisk, VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: cloudInit}})
+
+	templateAnnotations := map[string]string{}
+	if len(in.KeyPairs) > 0 {
+		names, _ := json.Marshal(in.KeyPairs)
+		templateAnnotations[AnnotationSSHNames] = string(names)
+	}
+	diskNames := make([]string, 0, len(disks))
+	for _, d := range disks {
+		diskNames = append(diskNames, d.Name)
+	}
+	names, _ := json.Marshal(diskNames)
+	templateAnnotations[AnnotationDiskNames] = string(names)
+
+	cores := uint32(spec.CPU) //nolint:gosec // validated >= 1 by the webhook
+	vm := &kubevirtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   in.Namespace,
+			Name:        m.Name,
+			Labels:      labels,
+			Annotations: annotations,
+		},
+		Spec: kubevirtv1.VirtualMachineSpec{
+			RunStrategy: ptr.To(kubevirtv1.VirtualMachineRunStrategy(spec.RunStrategy)),
+			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: templateLabels, Annotations: templateAnnotations},
+				Spec: kubevirtv1.VirtualMachineInstanceSpec{
+					Hostname: m.Name,
+					Domain: kubevirtv1.DomainSpec{
+						CPU:    &kubevirtv1.CPU{Cores: cores, Sockets: 1, Threads: 1},
+						Memory: &kubevirtv1.Memory{Guest: &guest},
+						Resources: kubevirtv1.ResourceRequirements{Limits: corev1.ResourceList{
+							corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.CPU), resource.DecimalSI),
+							corev1.ResourceMemory: spec.Memory,
+						}},
+						Firmware: firmware(spec.Firmware),
+						Features: features(spec.Firmware),
+						Devices: kubevirtv1.Devices{
+							Disks:      disks,
+							Interfaces: interfaces,
+							TPM:        tpm(spec.Firmware),
+						},
+					},
+					Networks:                      networks,
+					Volumes:                       volumes,
+					Affinity:                      affinity(in, labels),
+					EvictionStrategy:              ptr.To(kubevirtv1.EvictionStrategyLiveMigrateIfPossible),
+					TerminationGracePeriodSeconds: ptr.To[int64](120),
+				},
+			},
+		},
+	}
+	if spec.RunStrategy == "" {
+		vm.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyRerunOnFailure)
+	}
+	return vm, nil
+}
+
+// buildDisks returns the PVC templates (for Harvester to create), the VM's disks and volumes,
+// and the claim names.
+func buildDisks(in *VMInput) ([]corev1.PersistentVolumeClaim, []kubevirtv1.Disk, []kubevirtv1.Volume, []string, error) {
+	m := in.Machine
+	var claims []corev1.PersistentVolumeClaim
+	var disks []kubevirtv1.Disk
+	var volumes []kubevirtv1.Volume
+	var names []string
+	pvcLabels := MachineLabels(in)
+	for i, d := range m.Spec.Disks {
+		name := d.Name
+		if name == "" {
+			name = fmt.Sprintf("disk-%d", i)
+		}
+		claim := ClaimName(m, name)
+		pvc := corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: claim, Labels: pvcLabels},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+				VolumeMode:  ptr.To(corev1.PersistentVolumeBlock),
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: d.Size}},
+			},
+		}
+		if d.Image != "" {
+			img, ok := in.Images[d.Image]
+			if !ok {
+				return nil, nil, nil, nil, fmt.Errorf("image %q of disk %s was not resolved", d.Image, name)
+			}
+			pvc.Annotations = map[string]string{AnnotationImageID: img.Namespace + "/" + img.Name}
+			pvc.Spec.StorageClassName = ptr.To(img.StorageClassName)
+		} else {
+			pvc.Spec.StorageClassName = ptr.To(d.StorageClassName)
+		}
+		claims = append(claims, pvc)
+		names = append(names, claim)
+
+		bus := kubevirtv1.DiskBus(d.Bus)
+		if bus == "" {
+			bus = kubevirtv1.DiskBusVirtio
+		}
+		disk := kubevirtv1.Disk{Name: name, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: bus}}}
+		if d.BootOrder != nil {
+			disk.BootOrder = ptr.To(uint(*d.BootOrder)) //nolint:gosec // validated >= 1
+		}
+		disks = append(disks, disk)
+		volumes = append(volumes, kubevirtv1.Volume{Name: name, VolumeSource: kubevirtv1.VolumeSource{
+			PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+			},
+		}})
+	}
+	return claims, disks, volumes, names, nil
+}
+
+func firmware(f infrav1.Firmware) *kubevirtv1.Firmware {
+	if f.BootMode != infrav1.BootModeEFI {
+		return nil
+	}
+	return &kubevirtv1.Firmware{Bootloader: &kubevirtv1.Bootloader{EFI: &kubevirtv1.EFI{SecureBoot: ptr.To(f.SecureBoot)}}}
+}
+
+// features turns on SMM, which UEFI secure boot needs.
+func features(f infrav1.Firmware) *kubevirtv1.Features {
+	if !f.SecureBoot {
+		return nil
+	}
+	return &kubevirtv1.Features{SMM: &kubevirtv1.FeatureState{Enabled: ptr.To(true)}}
+}
+
+func tpm(f infrav1.Firmware) *kubevirtv1.TPMDevice {
+	if !f.TPM {
+		return nil
+	}
+	return &kubevirtv1.TPMDevice{}
+}
+
+// affinity merges the user's affinity with the provider's: the failure domain (required for a
+// zone; only preferred for a single host, so the VM can still live-migrate during maintenance)
+// and soft anti-affinity between the cluster's machines of the same role.
+func affinity(in *VMInput, labels map[string]string) *corev1.Affinity {
+	a := &corev1.Affinity{}
+	if user := in.Machine.Spec.Affinity; user != nil {
+		a = user.DeepCopy()
+	}
+	if in.FailureDomain != "" && in.FailureDomainKey != "" {
+		req := corev1.NodeSelectorRequirement{Key: in.FailureDomainKey, Operator: corev1.NodeSelectorOpIn, Values: []string{in.FailureDomain}}
+		if a.NodeAffinity == nil {
+			a.NodeAffinity = &corev1.NodeAffinity{}
+		}
+		if in.FailureDomainKey == LabelHostname {
+			a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+				corev1.PreferredSchedulingTerm{Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req}}})
+		} else {
+			required := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+			if required == nil || len(required.NodeSelectorTerms) == 0 {
+				required = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
+			}
+			// Terms are ORed: the zone must hold in each of them.
+			for i := range required.NodeSelectorTerms {
+				required.NodeSelectorTerms[i].MatchExpressions = append(required.NodeSelectorTerms[i].MatchExpressions, req)
+			}
+			a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = required
+		}
+	}
+	if a.PodAntiAffinity == nil {
+		a.PodAntiAffinity = &corev1.PodAntiAffinity{}
+	}
+	a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+		corev1.WeightedPodAffinityTerm{Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{
+			TopologyKey: LabelHostname,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+				LabelCluster: labels[LabelCluster],
+				LabelRole:    labels[LabelRole],
+			}},
+		}})
+	return a
+}
+
+// NetworkNames are the VM's interface names in spec order (the first is management).
+func NetworkNames(spec *infrav1.HarvesterMachineSpec) []string {
+	names := make([]string, 0, len(spec.Networks))
+	for i, n := range spec.Networks {
+		if n.Name == "" {
+			names = append(names, fmt.Sprintf("nic-%d", i))
+		} else {
+			names = append(names, n.Name)
+		}
+	}
+	return names
+}
+
+// OwnedBy tells whether a Harvester object carries the labels of a given HarvesterMachine.
+func OwnedBy(labels map[string]string, m *infrav1.HarvesterMachine) bool {
+	return labels[LabelManagedBy] == ManagedByValue && labels[LabelMachine] == m.Name && labels[LabelMachineNamespace] == m.Namespace
+}
+
+// ClaimNamesOf reads the PVC names of a VM's volumeClaimTemplates annotation.
+func ClaimNamesOf(vm *kubevirtv1.VirtualMachine) []string {
+	var claims []corev1.PersistentVolumeClaim
+	if err := json.Unmarshal([]byte(vm.Annotations[AnnotationVolumeClaimTemplates]), &claims); err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(claims))
+	for _, c := range claims {
+		names = append(names, c.Name)
+	}
+	slices.Sort(names)
+	return names
+}

@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/guest"
+)
+
+// testCluster is a guest cluster's objects in the management cluster.
+type testCluster struct {
+	Namespace, Name, Target string
+	Cluster                 *clusterv1.Cluster
+	HarvesterCluster        *infrav1.HarvesterCluster
+	Guest                   *guest.Cluster
+	Bootstrap               *corev1.Secret
+}
+
+func mgmt() client.Client { return testBed.Management.Client }
+
+func harvesterClient() client.Client { return testBed.Harvester.Client() }
+
+// newTestCluster creates the namespace, the identity Secret (the restricted identity), the
+// HarvesterCluster and Cluster, the guest control plane, and static bootstrap data. Until the
+// HarvesterCluster reconciler exists, it plays it: endpoint and provisioned.
+func newTestCluster(namespace, name, target string) *testCluster {
+	tc := &testCluster{Namespace: namespace, Name: name, Target: target}
+	Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
+	kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	identity := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-identity",
+			Labels: map[string]string{"clusterctl.cluster.x-k8s.io/move": ""}},
+		Data: map[string][]byte{infrav1.IdentitySecretKey: kubeconfig},
+	}
+	Expect(mgmt().Create(ctx, identity)).To(Succeed())
+	tc.HarvesterCluster = &infrav1.HarvesterCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: infrav1.HarvesterClusterSpec{
+			IdentitySecret:  infrav1.SecretReference{Name: identity.Name},
+			TargetNamespace: target,
+			// Until the cluster reconciler makes the load balancer, the endpoint is given.
+			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "10.10.100.10", Port: 6443},
+		},
+	}
+	Expect(mgmt().Create(ctx, tc.HarvesterCluster)).To(Succeed())
+	tc.Cluster = &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: clusterv1.ClusterSpec{
+			ClusterNetwork: clusterv1.ClusterNetwork{Pods: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}}},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterCluster", Name: name,
+			},
+		},
+	}
+	Expect(mgmt().Create(ctx, tc.Cluster)).To(Succeed())
+	tc.Guest, err = testBed.AddGuest(ctx, namespace, name, false)
+	Expect(err).NotTo(HaveOccurred())
+
+	hc := tc.HarvesterCluster
+	Eventually(func(g Gomega) {
+		g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)).To(Succeed())
+		hc.Status.Initialization.Provisioned = ptr.To(true)
+		g.Expect(mgmt().Status().Update(ctx, hc)).To(Succeed())
+	}).Should(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
+		g.Expect(tc.Cluster.Status.Initialization.InfrastructureProvisioned).To(Equal(ptr.To(true)))
+	}).Should(Succeed())
+
+	tc.Bootstrap = &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-bootstrap",
+			Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+		Type: clusterv1.ClusterSecretType,
+		Data: map[string][]byte{
+			"value":  []byte("#cloud-config\nwrite_files:\n- path: /etc/join.conf\n  content: cluster=" + name + "\nruncmd:\n- echo joining " + name + "\n"),
+			"format": []byte("cloud-config"),
+		},
+	}
+	Expect(mgmt().Create(ctx, tc.Bootstrap)).To(Succeed())
+	return tc
+}
+
+func machineSpec() infrav1.HarvesterMachineSpec {
+	return infrav1.HarvesterMachineSpec{
+		CPU: 2, Memory: resource.MustParse("4Gi"),
+		Disks: []infrav1.Disk{
+			{Image: "default/ubuntu-24.04", Size: resource.MustParse("40Gi")},
+			{Name: "data", StorageClassName: "harvester-longhorn", Size: resource.MustParse("10Gi")},
+		},
+		Networks:    []infrav1.Network{{NetworkName: "default/vlan10"}, {NetworkName: "default/vlan20"}},
+		SSHKeyPairs: []string{"default/ops"},
+	}
+}
+
+// machineDeployment creates a HarvesterMachineTemplate and a MachineDeployment of replicas.
+func (tc *testCluster) machineDeployment(name, template string, replicas int32, spec infrav1.HarvesterMachineSpec) *clusterv1.MachineDeployment {
+	Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &infrav1.HarvesterMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: template},
+		Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec}},
+	}))).To(Succeed())
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: name},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: tc.Name,
+			Replicas:    ptr.To(replicas),
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": name}},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: tc.Name,
+					Version:     "v1.35.4",
+					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(tc.Bootstrap.Name)},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterMachineTemplate", Name: template,
+					},
+				},
+			},
+		},
+	}
+	Expect(mgmt().Create(ctx, md)).To(Succeed())
+	return md
+}
+
+// leakFree waits until nothing of the target namespace is left on Harvester.
+func leakFree(target string) {
+	Eventually(func(g Gomega) {
+		leaks, err := testBed.LeakCheck(ctx, target)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(leaks).To(BeEmpty())
+	}).Should(Succeed())
+}

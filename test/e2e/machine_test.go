@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"encoding/json"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/guest"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+)
+
+var _ = Describe("HarvesterMachine", func() {
+	It("provisions a MachineDeployment's VMs, follows scale-down and leaves nothing behind", func() {
+		tc := newTestCluster("md", "md", "guests")
+		md := tc.machineDeployment("workers", "workers-v1", 3, machineSpec())
+
+		By("waiting for three provisioned HarvesterMachines")
+		hms := &infrav1.HarvesterMachineList{}
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(hms.Items).To(HaveLen(3))
+			for _, hm := range hms.Items {
+				g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%s: %v", hm.Name, hm.Status.Conditions)
+				g.Expect(hm.Spec.ProviderID).To(HavePrefix("harvester://"))
+				g.Expect(conditions.IsTrue(&hm, clusterv1.ReadyCondition)).To(BeTrue())
+			}
+		}).Should(Succeed())
+
+		By("checking the VMs on Harvester")
+		for _, hm := range hms.Items {
+			vm := &kubevirtv1.VirtualMachine{}
+			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: hm.Name}, vm)).To(Succeed())
+			Expect(hm.Spec.ProviderID).To(Equal("harvester://" + string(vm.UID)))
+			Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelCluster, harvester.ClusterID(tc.Namespace, tc.Name)))
+			Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelRole, harvester.RoleWorker))
+			tmpl := vm.Spec.Template
+			Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(harvester.LabelMachine, hm.Name))
+			Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(harvester.LabelHarvesterCreator, harvester.HarvesterCreatorValue))
+			Expect(tmpl.Spec.Hostname).To(Equal(hm.Name))
+			Expect(tmpl.Spec.Domain.Devices.Disks).To(HaveLen(3), "root, data and cloud-init disks")
+			Expect(tmpl.Spec.Domain.Devices.Disks[0].BootOrder).To(Equal(ptr.To[uint](1)))
+			Expect(tmpl.Spec.Networks).To(HaveLen(2))
+			Expect(tmpl.Spec.Networks[0].Multus.NetworkName).To(Equal("default/vlan10"))
+			Expect(*tmpl.Spec.EvictionStrategy).To(Equal(kubevirtv1.EvictionStrategyLiveMigrateIfPossible))
+			Expect(tmpl.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution).To(HaveLen(1))
+
+			var claims []corev1.PersistentVolumeClaim
+			Expect(json.Unmarshal([]byte(vm.Annotations[harvester.AnnotationVolumeClaimTemplates]), &claims)).To(Succeed())
+			Expect(claims).To(HaveLen(2))
+			Expect(claims[0].Annotations).To(HaveKeyWithValue(harvester.AnnotationImageID, "default/ubuntu-24.04"))
+			Expect(*claims[0].Spec.StorageClassName).To(Equal("longhorn-ubuntu-24.04"))
+			Expect(*claims[1].Spec.StorageClassName).To(Equal("harvester-longhorn"))
+
+			vmi := &kubevirtv1.VirtualMachineInstance{}
+			Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(vm), vmi)).To(Succeed())
+			Expect(vmi.Labels).To(HaveKeyWithValue(harvester.LabelMachine, hm.Name), "labels reach the VMI")
+			Expect(hm.Status.VirtualMachine.Host).To(Equal(vmi.Status.NodeName))
+			Expect(hm.Status.Addresses).To(ContainElement(clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: vmi.Status.Interfaces[0].IP}))
+			Expect(hm.Status.Addresses).NotTo(ContainElement(HaveField("Address", HavePrefix("fe80:"))))
+			Expect(hm.Status.Addresses).NotTo(ContainElement(HaveField("Address", "10.42.0.1")), "only interfaces of the spec")
+
+			secret := &corev1.Secret{}
+			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.CloudInitSecretName(hm.Name)}, secret)).To(Succeed())
+			userData := string(secret.Data["userdata"])
+			Expect(userData).To(HavePrefix("#cloud-config\n"))
+			Expect(userData).To(ContainSubstring("qemu-guest-agent"))
+			Expect(userData).To(ContainSubstring("ssh-ed25519 "))
+			Expect(guest.CarriesBootstrapData(secret.Data["userdata"], tc.Bootstrap.Data["value"])).To(BeTrue())
+		}
+
+		By("waiting for CAPI to match each Machine to its guest Node")
+		Eventually(func(g Gomega) {
+			machines := &clusterv1.MachineList{}
+			g.Expect(mgmt().List(ctx, machines, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(machines.Items).To(HaveLen(3))
+			for _, m := range machines.Items {
+				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no nodeRef", m.Name)
+				g.Expect(m.Status.NodeRef.Name).To(Equal(m.Spec.InfrastructureRef.Name))
+			}
+		}).Should(Succeed())
+
+		By("scaling down to one machine")
+		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
+		md.Spec.Replicas = ptr.To[int32](1)
+		Expect(mgmt().Update(ctx, md)).To(Succeed())
+		Eventually(func(g Gomega) {
+			vms := &kubevirtv1.VirtualMachineList{}
+			g.Expect(harvesterClient().List(ctx, vms, client.InNamespace(tc.Target),
+				client.MatchingLabels{harvester.LabelCluster: harvester.ClusterID(tc.Namespace, tc.Name)})).To(Succeed())
+			g.Expect(vms.Items).To(HaveLen(1))
+			pvcs := &corev1.PersistentVolumeClaimList{}
+			g.Expect(harvesterClient().List(ctx, pvcs, client.InNamespace(tc.Target),
+				client.MatchingLabels{harvester.LabelCluster: harvester.ClusterID(tc.Namespace, tc.Name)})).To(Succeed())
+			g.Expect(pvcs.Items).To(HaveLen(2), "the remaining machine's two volumes")
+		}).Should(Succeed())
+
+		By("deleting the cluster")
+		Expect(mgmt().Delete(ctx, tc.Cluster)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))
+		}).Should(BeTrue())
+		leakFree(tc.Target)
+	})
+
+	It("reports bad references and resumes once they are fixed", func() {
+		tc := newTestCluster("badref", "badref", "guests")
+		spec := machineSpec()
+		spec.Disks[0].Image = "default/not-yet"
+		tc.machineDeployment("workers", "badref-v1", 1, spec)
+
+		hm := func(g Gomega) *infrav1.HarvesterMachine {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(hms.Items).To(HaveLen(1))
+			return &hms.Items[0]
+		}
+		reason := func(g Gomega) string {
+			c := conditions.Get(hm(g), infrav1.VirtualMachineReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			return c.Reason
+		}
+		Eventually(reason).Should(Equal(infrav1.ImageNotFoundReason))
+		Expect(testBed.Harvester.AddImage(ctx, "default", "not-yet", false)).To(Succeed())
+		Eventually(reason).Should(Equal(infrav1.ImageNotImportedReason))
+		Expect(testBed.Harvester.SetImageImported(ctx, "default", "not-yet", true)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(hm(g).Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+		}).Should(Succeed())
+
+		Expect(mgmt().Delete(ctx, tc.Cluster)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))
+		}).Should(BeTrue())
+		leakFree(tc.Target)
+	})
+
+	It("refuses a VM name that a foreign VM holds and leaves that VM alone", func() {
+		tc := newTestCluster("clash", "clash", "smoke")
+		foreign := harvestersim.SampleVM(tc.Target, "clash-1", "")
+		foreign.Annotations[harvestersim.AnnotationRemovedPVCs] = "clash-1-disk-0-abcde"
+		Expect(harvesterClient().Create(ctx, foreign)).To(Succeed())
+
+		hm := &infrav1.HarvesterMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "clash-1", Labels: map[string]string{clusterv1.ClusterNameLabel: tc.Name}},
+			Spec:       machineSpec(),
+		}
+		Expect(mgmt().Create(ctx, hm)).To(Succeed())
+		machine := &clusterv1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "clash-1"},
+			Spec: clusterv1.MachineSpec{
+				ClusterName: tc.Name,
+				Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(tc.Bootstrap.Name)},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterMachine", Name: hm.Name,
+				},
+			},
+		}
+		Expect(mgmt().Create(ctx, machine)).To(Succeed())
+
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hm), hm)).To(Succeed())
+			c := conditions.Get(hm, infrav1.VirtualMachineReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(infrav1.NameTakenReason))
+			g.Expect(c.Message).To(ContainSubstring("left untouched"))
+		}).Should(Succeed())
+		Expect(hm.Spec.ProviderID).To(BeEmpty())
+
+		Expect(mgmt().Delete(ctx, tc.Cluster)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))
+		}).Should(BeTrue())
+		after := &kubevirtv1.VirtualMachine{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(foreign), after)).To(Succeed())
+		Expect(after.UID).To(Equal(foreign.UID))
+		Expect(after.DeletionTimestamp).To(BeNil())
+		Expect(after.Labels).To(Equal(foreign.Labels))
+		Expect(harvesterClient().Delete(ctx, after)).To(Succeed())
+		leakFree(tc.Target)
+	})
+})
