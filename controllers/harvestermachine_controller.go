@@ -175,7 +175,9 @@ type machineScope struct {
 	client  *harvester.Client
 }
 
-func (s *machineScope) userKey() string { return "HarvesterMachine/" + s.hm.Namespace + "/" + s.hm.Name }
+func (s *machineScope) userKey() string {
+	return "HarvesterMachine/" + s.hm.Namespace + "/" + s.hm.Name
+}
 
 func (r *HarvesterMachineReconciler) readHarvesterCluster(ctx context.Context, s *machineScope) error {
 	ref := s.cluster.Spec.InfrastructureRef
