@@ -45,6 +45,7 @@ func InterfaceIPs(iface kubevirtv1.VirtualMachineInstanceNetworkInterface) []net
 // networks' ExternalIP), usable addresses only, and the hostname.
 func MachineAddresses(vmi *kubevirtv1.VirtualMachineInstance, networks []string, hostname string) []corev1.NodeAddress {
 	var out []corev1.NodeAddress
+	seen := map[string]bool{}
 	for i, name := range networks {
 		kind := corev1.NodeExternalIP
 		if i == 0 {
@@ -55,7 +56,10 @@ func MachineAddresses(vmi *kubevirtv1.VirtualMachineInstance, networks []string,
 				continue
 			}
 			for _, addr := range InterfaceIPs(iface) {
-				out = append(out, corev1.NodeAddress{Type: kind, Address: addr.String()})
+				if !seen[addr.String()] {
+					seen[addr.String()] = true
+					out = append(out, corev1.NodeAddress{Type: kind, Address: addr.String()})
+				}
 			}
 		}
 	}

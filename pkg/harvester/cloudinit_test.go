@@ -1,0 +1,81 @@
+package harvester
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/yaml"
+)
+
+func TestDetectBootstrapFormat(t *testing.T) {
+	cases := []struct {
+		data, declared string
+		want           BootstrapFormat
+	}{
+		{"#cloud-config\nruncmd: []\n", "", FormatCloudConfig},
+		{"  \n#cloud-config\n", "", FormatCloudConfig},
+		{"#!/bin/bash\necho hi\n", "", FormatShellScript},
+		{`{"ignition":{"version":"3.4.0"}}`, "", FormatIgnition},
+		{"anything", "ignition", FormatIgnition},
+		{"anything", "cloud-config", FormatCloudConfig},
+		{"Content-Type: multipart/mixed", "", FormatUnknown},
+	}
+	for _, c := range cases {
+		if got := DetectBootstrapFormat([]byte(c.data), c.declared); got != c.want {
+			t.Errorf("DetectBootstrapFormat(%q, %q) = %s, want %s", c.data, c.declared, got, c.want)
+		}
+	}
+}
+
+func TestBuildUserDataMergesCloudConfig(t *testing.T) {
+	g := NewWithT(t)
+	bootstrap := "#cloud-config\npackages: [curl]\nruncmd:\n- kubeadm join\n- [sh, -c, echo done]\nwrite_files:\n- path: /etc/x\n  content: y\nssh_authorized_keys: [ssh-rsa AAA existing]\n"
+	out, format, err := BuildUserData(UserDataInput{Bootstrap: []byte(bootstrap), SSHPublicKeys: []string{"ssh-ed25519 BBB ops"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(format).To(Equal(FormatCloudConfig))
+	g.Expect(string(out)).To(HavePrefix("#cloud-config\n"))
+
+	var cfg map[string]any
+	g.Expect(yaml.Unmarshal(out, &cfg)).To(Succeed())
+	g.Expect(cfg["packages"]).To(Equal([]any{"curl", "qemu-guest-agent"}))
+	g.Expect(cfg["runcmd"]).To(Equal([]any{guestAgentCommand, "kubeadm join", []any{"sh", "-c", "echo done"}}),
+		"the guest agent starts first, the bootstrap commands keep their order")
+	g.Expect(cfg["ssh_authorized_keys"]).To(Equal([]any{"ssh-rsa AAA existing", "ssh-ed25519 BBB ops"}))
+	g.Expect(cfg["write_files"]).To(HaveLen(1))
+
+	// Merging twice adds nothing twice.
+	again, _, err := BuildUserData(UserDataInput{Bootstrap: out, SSHPublicKeys: []string{"ssh-ed25519 BBB ops"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(again)).To(Equal(string(out)))
+}
+
+func TestBuildUserDataWrapsScriptsAndRefusesIgnition(t *testing.T) {
+	g := NewWithT(t)
+	out, format, err := BuildUserData(UserDataInput{Bootstrap: []byte("#!/bin/sh\necho join\n")})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(format).To(Equal(FormatShellScript))
+	g.Expect(string(out)).To(HavePrefix("Content-Type: multipart/mixed; boundary="))
+	g.Expect(string(out)).To(ContainSubstring("text/cloud-config"))
+	g.Expect(string(out)).To(ContainSubstring("text/x-shellscript"))
+	g.Expect(string(out)).To(ContainSubstring("#!/bin/sh\necho join\n"))
+	g.Expect(strings.Count(string(out), "qemu-guest-agent")).To(BeNumerically(">=", 1))
+
+	_, _, err = BuildUserData(UserDataInput{Bootstrap: []byte(`{"ignition":{"version":"3.4.0"}}`)})
+	g.Expect(errors.Is(err, ErrUnsupportedBootstrapFormat)).To(BeTrue())
+	g.Expect(err.Error()).To(ContainSubstring("cloud-config"))
+
+	unknown := []byte("Content-Type: multipart/mixed; boundary=x\n\n--x--\n")
+	out, format, err = BuildUserData(UserDataInput{Bootstrap: unknown})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(format).To(Equal(FormatUnknown))
+	g.Expect(out).To(Equal(unknown), "unknown formats pass through untouched")
+}
+
+func TestBuildUserDataRejectsBrokenCloudConfig(t *testing.T) {
+	g := NewWithT(t)
+	_, _, err := BuildUserData(UserDataInput{Bootstrap: []byte("#cloud-config\nruncmd: [unclosed\n")})
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("parsing the bootstrap cloud-config"))
+}

@@ -1,0 +1,122 @@
+package harvester
+
+import (
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+func testInput() *VMInput {
+	m := &infrav1.HarvesterMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cp-abcde", UID: "0f8fad5b-d9cb-469f-a165-70867728950e"},
+		Spec: infrav1.HarvesterMachineSpec{
+			CPU: 4, Memory: resource.MustParse("8Gi"), ReservedMemory: ptr.To(resource.MustParse("256Mi")),
+			Disks: []infrav1.Disk{
+				{Name: "disk-0", Image: "ubuntu", Size: resource.MustParse("40Gi"), Bus: infrav1.DiskBusVirtio, BootOrder: ptr.To[int32](1)},
+				{Name: "data", StorageClassName: "fast", Size: resource.MustParse("100Gi"), Bus: infrav1.DiskBusSCSI},
+			},
+			Networks:    []infrav1.Network{{Name: "nic-0", NetworkName: "default/vlan10"}, {Name: "storage", NetworkName: "default/vlan20", MACAddress: "52:54:00:00:00:01"}},
+			Firmware:    infrav1.Firmware{BootMode: infrav1.BootModeEFI, SecureBoot: true, TPM: true},
+			RunStrategy: infrav1.RunStrategyAlways,
+		},
+	}
+	return &VMInput{
+		Machine: m, Namespace: "guests", ClusterNamespace: "default", ClusterName: "demo", Role: RoleControlPlane,
+		Images:         map[string]Image{"ubuntu": {Namespace: "guests", Name: "ubuntu", StorageClassName: "longhorn-ubuntu"}},
+		KeyPairs:       []string{"guests/ops"},
+		UserDataSecret: "cp-abcde-cloudinit", NetworkDataSecret: "cp-abcde-cloudinit",
+	}
+}
+
+func TestBuildVM(t *testing.T) {
+	g := NewWithT(t)
+	vm, err := BuildVM(testInput())
+	g.Expect(err).NotTo(HaveOccurred())
+
+	g.Expect(vm.Namespace).To(Equal("guests"))
+	g.Expect(vm.Name).To(Equal("cp-abcde"))
+	g.Expect(vm.Labels).To(HaveKeyWithValue(LabelCluster, "default.demo"))
+	g.Expect(vm.Labels).To(HaveKeyWithValue(LabelRole, RoleControlPlane))
+	tmpl := vm.Spec.Template
+	g.Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(LabelMachine, "cp-abcde"))
+	g.Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(LabelHarvesterGuestCluster, "default.demo"))
+	g.Expect(tmpl.ObjectMeta.Annotations).To(HaveKeyWithValue(AnnotationSSHNames, `["guests/ops"]`))
+	g.Expect(*vm.Spec.RunStrategy).To(Equal(kubevirtv1.RunStrategyAlways))
+
+	claims := ClaimNamesOf(vm)
+	g.Expect(claims).To(ConsistOf("cp-abcde-disk-0-0f8fad5b", "cp-abcde-data-0f8fad5b"))
+	g.Expect(strings.Split(vm.Annotations[AnnotationRemovedPVCs], ",")).To(ConsistOf(claims))
+	g.Expect(vm.Annotations).To(HaveKeyWithValue(AnnotationReservedMemory, "256Mi"))
+
+	spec := tmpl.Spec
+	g.Expect(spec.Hostname).To(Equal("cp-abcde"))
+	g.Expect(spec.Domain.CPU.Cores).To(Equal(uint32(4)))
+	g.Expect(spec.Domain.Memory.Guest.String()).To(Equal("7936Mi"), "guest memory is memory minus reserved")
+	g.Expect(spec.Domain.Resources.Limits.Memory().String()).To(Equal("8Gi"))
+	g.Expect(*spec.Domain.Firmware.Bootloader.EFI.SecureBoot).To(BeTrue())
+	g.Expect(*spec.Domain.Features.SMM.Enabled).To(BeTrue())
+	g.Expect(spec.Domain.Devices.TPM).NotTo(BeNil())
+	g.Expect(spec.Domain.Devices.Disks).To(HaveLen(3))
+	g.Expect(spec.Domain.Devices.Disks[1].Disk.Bus).To(Equal(kubevirtv1.DiskBus("scsi")))
+	g.Expect(spec.Domain.Devices.Disks[0].BootOrder).To(Equal(ptr.To[uint](1)))
+	g.Expect(spec.Domain.Devices.Interfaces[1].MacAddress).To(Equal("52:54:00:00:00:01"))
+	g.Expect(spec.Domain.Devices.Interfaces[0].Bridge).NotTo(BeNil())
+	g.Expect(spec.Networks[1].Multus.NetworkName).To(Equal("default/vlan20"))
+	g.Expect(spec.Volumes[2].CloudInitNoCloud.UserDataSecretRef.Name).To(Equal("cp-abcde-cloudinit"))
+	g.Expect(spec.Volumes[2].CloudInitNoCloud.NetworkDataSecretRef.Name).To(Equal("cp-abcde-cloudinit"))
+	g.Expect(*spec.EvictionStrategy).To(Equal(kubevirtv1.EvictionStrategyLiveMigrateIfPossible))
+	g.Expect(spec.NodeSelector).To(BeEmpty())
+}
+
+func TestAffinityForFailureDomains(t *testing.T) {
+	g := NewWithT(t)
+
+	zone := testInput()
+	zone.FailureDomain, zone.FailureDomainKey = "zone-b", LabelZone
+	zone.Machine.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpExists}}},
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "fast", Operator: corev1.NodeSelectorOpExists}}},
+		}},
+	}}
+	vm, err := BuildVM(zone)
+	g.Expect(err).NotTo(HaveOccurred())
+	terms := vm.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	g.Expect(terms).To(HaveLen(2), "the user's terms stay")
+	for _, term := range terms {
+		g.Expect(term.MatchExpressions).To(ContainElement(corev1.NodeSelectorRequirement{Key: LabelZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-b"}}),
+			"the zone holds in every ORed term")
+	}
+	g.Expect(zone.Machine.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions).To(HaveLen(1),
+		"the machine's spec is not modified")
+
+	host := testInput()
+	host.FailureDomain, host.FailureDomainKey = "harvester-2", LabelHostname
+	vm, err = BuildVM(host)
+	g.Expect(err).NotTo(HaveOccurred())
+	na := vm.Spec.Template.Spec.Affinity.NodeAffinity
+	g.Expect(na.RequiredDuringSchedulingIgnoredDuringExecution).To(BeNil(), "a single host is only preferred: live migration must stay possible")
+	g.Expect(na.PreferredDuringSchedulingIgnoredDuringExecution).To(HaveLen(1))
+
+	anti := vm.Spec.Template.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+	g.Expect(anti).To(HaveLen(1))
+	g.Expect(anti[0].PodAffinityTerm.LabelSelector.MatchLabels).To(Equal(map[string]string{LabelCluster: "default.demo", LabelRole: RoleControlPlane}))
+}
+
+func TestClusterIDStaysUniqueAndShort(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(ClusterID("ns", "name")).To(Equal("ns.name"))
+	long := strings.Repeat("a", 60)
+	id1, id2 := ClusterID(long, "cluster-1"), ClusterID(long, "cluster-2")
+	g.Expect(len(id1)).To(BeNumerically("<=", 63))
+	g.Expect(id1).NotTo(Equal(id2))
+	g.Expect(id1).To(MatchRegexp(`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`))
+}
