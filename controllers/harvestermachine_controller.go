@@ -398,10 +398,11 @@ func vmiWaitMessage(vmi *kubevirtv1.VirtualMachineInstance) string {
 func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	hm := s.hm
 	setVMCondition(hm, metav1.ConditionFalse, infrav1.DeletingReason, "deleting the VM and its volumes")
-	if s.hc == nil {
-		// Without its HarvesterCluster the machine cannot reach Harvester; the cluster's
-		// deletion runs after its machines, so this only happens when it was removed by force.
-		ctrl.LoggerFrom(ctx).Info("HarvesterCluster is gone; removing the finalizer without Harvester cleanup")
+	if s.hc == nil || s.hc.Annotations[infrav1.SkipHarvesterCleanupAnnotation] == "true" {
+		// Without its HarvesterCluster the machine cannot reach Harvester (the cluster's deletion
+		// runs after its machines, so that happens only when it was removed by force); with the
+		// skip annotation the user asked for no cleanup.
+		ctrl.LoggerFrom(ctx).Info("removing the finalizer without cleanup on Harvester")
 		controllerutil.RemoveFinalizer(hm, infrav1.MachineFinalizer)
 		return ctrl.Result{}, nil
 	}

@@ -43,6 +43,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	skip := &o.SkipNameValidation
 	if err := (&HarvesterClusterReconciler{
 		Client:           mgr.GetClient(),
+		Recorder:         mgr.GetEventRecorderFor("harvestercluster-controller"),
 		Factory:          factory,
 		WatchFilterValue: o.WatchFilterValue,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.ClusterConcurrency, SkipNameValidation: skip}); err != nil {

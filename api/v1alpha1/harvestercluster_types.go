@@ -10,6 +10,11 @@ const (
 	// HarvesterCluster goes away.
 	ClusterFinalizer = "harvestercluster.infrastructure.cluster.x-k8s.io"
 
+	// SkipHarvesterCleanupAnnotation, set to "true" on a HarvesterCluster, lets it and its
+	// machines be deleted without removing anything on Harvester: the escape hatch for a cluster
+	// whose Harvester is gone for good. What is left on Harvester must then be removed by hand.
+	SkipHarvesterCleanupAnnotation = "harvester.infrastructure.cluster.x-k8s.io/skip-harvester-cleanup"
+
 	// IdentitySecretKey is the key of the identity Secret that holds the Harvester kubeconfig.
 	IdentitySecretKey = "kubeconfig"
 )

@@ -15,6 +15,7 @@ import (
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -186,6 +187,8 @@ func (f *ClientFactory) connect(kubeconfig []byte, fingerprint string, namespace
 	for _, kind := range CachedKinds() {
 		byObject[kind] = cache.ByObject{Label: ours}
 	}
+	// Hosts, for failure domains: all of them, but only what topology needs.
+	byObject[&corev1.Node{}] = cache.ByObject{Transform: slimNode}
 	c, err := cache.New(cfg, cache.Options{
 		Scheme:            f.Scheme,
 		Mapper:            mapper,
@@ -258,4 +261,20 @@ func kubeconfigError(err error) string {
 // needs no request (and works while Harvester is down).
 func newLazyMapper(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
 	return apiutil.NewDynamicRESTMapper(cfg, httpClient)
+}
+
+// slimNode keeps of a cached host only its name, labels and schedulability.
+func slimNode(obj any) (any, error) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{
+		TypeMeta: node.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, Labels: node.Labels,
+			DeletionTimestamp: node.DeletionTimestamp,
+		},
+		Spec: corev1.NodeSpec{Unschedulable: node.Spec.Unschedulable},
+	}, nil
 }

@@ -27,8 +27,8 @@ func mgmt() client.Client { return testBed.Management.Client }
 func harvesterClient() client.Client { return testBed.Harvester.Client() }
 
 // newTestCluster creates the namespace, the identity Secret (the restricted identity), the
-// HarvesterCluster and Cluster, the guest control plane, and static bootstrap data. Until the
-// HarvesterCluster reconciler exists, it plays it: endpoint and provisioned.
+// HarvesterCluster and Cluster, the guest control plane, and static bootstrap data, and waits
+// for the cluster's infrastructure to be provisioned.
 func newTestCluster(namespace, name, target string) *testCluster {
 	tc := &testCluster{Namespace: namespace, Name: name, Target: target}
 	Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
@@ -45,8 +45,7 @@ func newTestCluster(namespace, name, target string) *testCluster {
 		Spec: infrav1.HarvesterClusterSpec{
 			IdentitySecret:  infrav1.SecretReference{Name: identity.Name},
 			TargetNamespace: target,
-			// Until the cluster reconciler makes the load balancer, the endpoint is given.
-			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "10.10.100.10", Port: 6443},
+			LoadBalancer:    infrav1.LoadBalancerSpec{Network: "default/vlan10"},
 		},
 	}
 	Expect(mgmt().Create(ctx, tc.HarvesterCluster)).To(Succeed())
@@ -63,16 +62,11 @@ func newTestCluster(namespace, name, target string) *testCluster {
 	tc.Guest, err = testBed.AddGuest(ctx, namespace, name, false)
 	Expect(err).NotTo(HaveOccurred())
 
-	hc := tc.HarvesterCluster
-	Eventually(func(g Gomega) {
-		g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)).To(Succeed())
-		hc.Status.Initialization.Provisioned = ptr.To(true)
-		g.Expect(mgmt().Status().Update(ctx, hc)).To(Succeed())
-	}).Should(Succeed())
 	Eventually(func(g Gomega) {
 		g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
 		g.Expect(tc.Cluster.Status.Initialization.InfrastructureProvisioned).To(Equal(ptr.To(true)))
 	}).Should(Succeed())
+	Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), tc.HarvesterCluster)).To(Succeed())
 
 	tc.Bootstrap = &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-bootstrap",

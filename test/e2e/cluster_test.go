@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+)
+
+func deleteCluster(tc *testCluster) {
+	Expect(mgmt().Delete(ctx, tc.Cluster)).To(Succeed())
+	Eventually(func() bool {
+		return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))
+	}).Should(BeTrue())
+}
+
+func conditionOf(g Gomega, hc *infrav1.HarvesterCluster, t string) *metav1.Condition {
+	g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)).To(Succeed())
+	c := conditions.Get(hc, t)
+	g.Expect(c).NotTo(BeNil(), "no %s condition yet", t)
+	return c
+}
+
+var _ = Describe("HarvesterCluster", func() {
+	It("gets a pool address as endpoint, reports failure domains and cleans up", func() {
+		tc := newTestCluster("cl", "cl", "guests")
+		hc := tc.HarvesterCluster
+		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)).To(Succeed())
+
+		lbName := harvester.LoadBalancerName(tc.Namespace, tc.Name)
+		lb := &lbv1.LoadBalancer{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: lbName}, lb)).To(Succeed())
+		Expect(hc.Spec.ControlPlaneEndpoint).To(Equal(clusterv1.APIEndpoint{Host: lb.Status.AllocatedAddress.IP, Port: 6443}))
+		Expect(lb.Status.AllocatedAddress.IPPool).To(Equal("guests"))
+		Expect(lb.Spec.BackendServerSelector).To(HaveKeyWithValue(harvester.LabelRole, []string{harvester.RoleControlPlane}))
+		Expect(hc.Status.LoadBalancer).To(Equal(infrav1.LoadBalancerStatus{Name: lbName, Address: lb.Status.AllocatedAddress.IP}))
+		Expect(hc.Status.HarvesterVersion).To(Equal("v1.8.0"))
+		Expect(hc.Status.FailureDomains).To(HaveLen(2))
+		Expect(hc.Status.FailureDomains[0].Name).To(Equal("zone-a"))
+		Expect(hc.Status.FailureDomains[0].Attributes).To(HaveKeyWithValue(harvester.FailureDomainTopologyKey, harvester.LabelZone))
+		Expect(conditions.Get(hc, infrav1.FailureDomainsReadyCondition).Reason).To(Equal(infrav1.ZonesReason))
+		Expect(conditions.IsTrue(hc, clusterv1.ReadyCondition)).To(BeTrue())
+
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
+			g.Expect(tc.Cluster.Spec.ControlPlaneEndpoint.Host).To(Equal(lb.Status.AllocatedAddress.IP))
+			g.Expect(tc.Cluster.Status.FailureDomains).To(HaveLen(2))
+		}).Should(Succeed())
+
+		identity := &corev1.Secret{}
+		Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: hc.Spec.IdentitySecret.Name}, identity)).To(Succeed())
+		Expect(identity.Finalizers).To(ContainElement(controllers.IdentityFinalizer))
+		Expect(identity.Labels).To(HaveKey(controllers.MoveLabel))
+
+		deleteCluster(tc)
+		leakFree(tc.Target)
+		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(identity), identity)).To(Succeed())
+		Expect(identity.Finalizers).NotTo(ContainElement(controllers.IdentityFinalizer), "released with the last cluster that used it")
+	})
+
+	It("reports a revoked identity and recovers with a new kubeconfig, without a restart", func() {
+		tc := newTestCluster("revoke", "revoke", "guests")
+		hc := tc.HarvesterCluster
+		Expect(testBed.Harvester.RevokeProviderIdentity(ctx)).To(Succeed())
+		// The next reconcile is what shows it; any change of the Secret triggers one.
+		identity := &corev1.Secret{}
+		Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: hc.Spec.IdentitySecret.Name}, identity)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(identity), identity)).To(Succeed())
+			identity.Annotations = map[string]string{"touched": metav1.Now().String()}
+			g.Expect(mgmt().Update(ctx, identity)).To(Succeed())
+			g.Expect(conditionOf(g, hc, infrav1.HarvesterAvailableCondition).Reason).To(Equal(infrav1.UnauthorizedReason))
+		}).Should(Succeed())
+		Expect(conditionOf(Default, hc, infrav1.HarvesterAvailableCondition).Message).To(ContainSubstring("401"))
+
+		kubeconfig, err := testBed.Harvester.RestoreProviderIdentity(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(identity), identity)).To(Succeed())
+		identity.Data[infrav1.IdentitySecretKey] = kubeconfig
+		Expect(mgmt().Update(ctx, identity)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(conditionOf(g, hc, infrav1.HarvesterAvailableCondition).Status).To(Equal(metav1.ConditionTrue))
+		}).Should(Succeed())
+
+		deleteCluster(tc)
+		leakFree(tc.Target)
+	})
+
+	It("keeps two clusters of the same name in two namespaces apart", func() {
+		a := newTestCluster("twin-a", "twin", "guests")
+		b := newTestCluster("twin-b", "twin", "guests")
+		Expect(harvester.LoadBalancerName(a.Namespace, a.Name)).NotTo(Equal(harvester.LoadBalancerName(b.Namespace, b.Name)))
+		Expect(a.HarvesterCluster.Spec.ControlPlaneEndpoint.Host).NotTo(Equal(b.HarvesterCluster.Spec.ControlPlaneEndpoint.Host))
+
+		deleteCluster(a)
+		lb := &lbv1.LoadBalancer{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: b.Target, Name: harvester.LoadBalancerName(b.Namespace, b.Name)}, lb)).To(Succeed())
+		Expect(lb.DeletionTimestamp).To(BeNil())
+		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(b.HarvesterCluster), b.HarvesterCluster)).To(Succeed())
+		Expect(conditions.IsTrue(b.HarvesterCluster, clusterv1.ReadyCondition)).To(BeTrue())
+
+		deleteCluster(b)
+		leakFree("guests")
+	})
+})
