@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
@@ -56,6 +57,17 @@ type HarvesterClusterReconciler struct {
 	// WatchFilterValue limits reconciles to objects labelled
 	// `cluster.x-k8s.io/watch-filter=<value>` (CAPI's --watch-filter).
 	WatchFilterValue string
+	// TokenLifetime of the guests' Harvester tokens (DefaultTokenLifetime when zero; the
+	// TokenRequest API's minimum is 10 minutes) and the Clock that decides their renewal.
+	TokenLifetime time.Duration
+	Clock         clock.PassiveClock
+}
+
+func (r *HarvesterClusterReconciler) clock() clock.PassiveClock {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=harvesterclusters;harvesterclusters/status;harvesterclusters/finalizers,verbs=get;list;watch;update;patch
@@ -205,7 +217,7 @@ func (r *HarvesterClusterReconciler) reconcileNormal(ctx context.Context, s *clu
 	if hc.Spec.ControlPlaneEndpoint.Host != "" {
 		hc.Status.Initialization.Provisioned = ptr.To(true)
 	}
-	return ctrl.Result{}, nil
+	return r.reconcileCredentials(ctx, s)
 }
 
 // protectIdentity puts a finalizer (so that the Secret outlives the clusters that use it) and
@@ -383,6 +395,9 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 	if ok, err := r.connect(ctx, s); err != nil || !ok {
 		return connectResult(err)
 	}
+	if err := r.deleteCredentials(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	lb := &lbv1.LoadBalancer{}
 	name := harvester.LoadBalancerName(hc.Namespace, s.cluster.Name)
 	err := s.client.Get(ctx, client.ObjectKey{Namespace: hc.Spec.TargetNamespace, Name: name}, lb)
@@ -453,13 +468,14 @@ func (r *HarvesterClusterReconciler) patch(ctx context.Context, hc *infrav1.Harv
 	if err := conditions.SetSummaryCondition(hc, hc, clusterv1.ReadyCondition,
 		conditions.ForConditionTypes{
 			infrav1.HarvesterAvailableCondition, infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition,
+			infrav1.GuestCredentialsReadyCondition,
 		},
-		conditions.IgnoreTypesIfMissing{infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition},
+		conditions.IgnoreTypesIfMissing{infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition, infrav1.GuestCredentialsReadyCondition},
 	); err != nil {
 		return err
 	}
 	return h.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: []string{
 		clusterv1.PausedCondition, clusterv1.ReadyCondition, infrav1.HarvesterAvailableCondition,
-		infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition,
+		infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition, infrav1.GuestCredentialsReadyCondition,
 	}})
 }

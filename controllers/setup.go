@@ -3,6 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"k8s.io/utils/clock"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -20,6 +23,10 @@ type Options struct {
 	// HarvesterQPS and HarvesterBurst limit the requests to each Harvester cluster.
 	HarvesterQPS   float32
 	HarvesterBurst int
+	// TokenLifetime of the guests' Harvester tokens; Clock decides their renewal (tests inject
+	// a fake one).
+	TokenLifetime time.Duration
+	Clock         clock.PassiveClock
 	// SkipNameValidation lets tests run several managers in one process.
 	SkipNameValidation bool
 }
@@ -46,6 +53,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		Recorder:         mgr.GetEventRecorderFor("harvestercluster-controller"),
 		Factory:          factory,
 		WatchFilterValue: o.WatchFilterValue,
+		TokenLifetime:    o.TokenLifetime,
+		Clock:            o.Clock,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.ClusterConcurrency, SkipNameValidation: skip}); err != nil {
 		return fmt.Errorf("setting up the HarvesterCluster controller: %w", err)
 	}

@@ -59,6 +59,9 @@ const (
 	// GuestCredentialsReadyCondition is true when the guest's cloud provider and CSI driver have a
 	// current Harvester token.
 	GuestCredentialsReadyCondition = "GuestCredentialsReady"
+	// GuestHarvesterAPIRequiredReason: the identity goes through a Rancher proxy and
+	// spec.guestHarvesterAPI does not say how the guest reaches Harvester itself.
+	GuestHarvesterAPIRequiredReason = "GuestHarvesterAPIRequired"
 	// TokenRequestFailedReason: Harvester refused to issue a token for the guest's
 	// ServiceAccount.
 	TokenRequestFailedReason = "TokenRequestFailed"

@@ -1,0 +1,155 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+)
+
+const (
+	// DefaultTokenLifetime is how long a guest's Harvester token lives; it is renewed after
+	// two thirds of it.
+	DefaultTokenLifetime = 12 * time.Hour
+
+	annotationTokenIssued = "harvester.infrastructure.cluster.x-k8s.io/token-issued"
+	annotationConfigHash  = "harvester.infrastructure.cluster.x-k8s.io/cloud-config-hash"
+
+	// resourceSetSecretType marks Secrets a ClusterResourceSet may apply to a guest.
+	resourceSetSecretType = "addons.cluster.x-k8s.io/resource-set"
+	// cloudConfigManifestKey is the key of the guest Secret's manifest in the management Secret.
+	cloudConfigManifestKey = "harvester-cloud-config.yaml"
+)
+
+// CloudConfigSecretName is the management-side Secret that carries a guest's Harvester
+// credential (as a manifest for a ClusterResourceSet).
+func CloudConfigSecretName(cluster string) string { return cluster + "-harvester-cloud-config" }
+
+func (r *HarvesterClusterReconciler) guestIdentity(s *clusterScope) harvester.GuestIdentity {
+	return harvester.GuestIdentity{
+		Namespace:      s.hc.Spec.TargetNamespace,
+		ServiceAccount: harvester.GuestServiceAccountName(s.hc.Namespace, s.cluster.Name),
+		Labels:         harvester.ManagedLabels(s.hc.Namespace, s.cluster.Name),
+		CSI:            s.hc.Spec.Addons.CSIEnabled(),
+	}
+}
+
+// reconcileCredentials gives the guest's cloud provider and CSI driver their own short-lived
+// Harvester credential, and renews it after two thirds of its lifetime.
+func (r *HarvesterClusterReconciler) reconcileCredentials(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
+	hc := s.hc
+	if !hc.Spec.Addons.CloudProviderEnabled() && !hc.Spec.Addons.CSIEnabled() {
+		setClusterCondition(hc, infrav1.GuestCredentialsReadyCondition, metav1.ConditionTrue, "Disabled", "no addon needs a Harvester credential")
+		return ctrl.Result{}, nil
+	}
+	server, ca, err := guestEndpoint(hc, s.client.Config.Host, s.client.Config.CAData)
+	if err != nil {
+		setClusterCondition(hc, infrav1.GuestCredentialsReadyCondition, metav1.ConditionFalse, infrav1.GuestHarvesterAPIRequiredReason, err.Error())
+		return ctrl.Result{}, nil
+	}
+	g := r.guestIdentity(s)
+	if err := harvester.EnsureGuestIdentity(ctx, s.client.Client, g); err != nil {
+		return ctrl.Result{}, r.harvesterError(hc, infrav1.GuestCredentialsReadyCondition, err)
+	}
+	kubeconfig, err := harvester.GuestKubeconfig(server, ca, g.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	sum := sha256.Sum256(kubeconfig)
+	configHash := hex.EncodeToString(sum[:])
+
+	lifetime := r.tokenLifetime()
+	now := r.clock().Now()
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: hc.Namespace, Name: CloudConfigSecretName(s.cluster.Name)}
+	err = r.Client.Get(ctx, key, secret)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if exists && secret.Annotations[annotationConfigHash] == configHash {
+		if issued, perr := time.Parse(time.RFC3339, secret.Annotations[annotationTokenIssued]); perr == nil {
+			if renewAt := issued.Add(lifetime * 2 / 3); now.Before(renewAt) {
+				setClusterCondition(hc, infrav1.GuestCredentialsReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason, "")
+				return ctrl.Result{RequeueAfter: renewAt.Sub(now)}, nil
+			}
+		}
+	}
+
+	token, _, err := harvester.RequestToken(ctx, s.client.Client, g.Namespace, g.ServiceAccount, lifetime)
+	if err != nil {
+		var ce *harvester.ConnectionError
+		if errors.As(err, &ce) {
+			setClusterCondition(hc, infrav1.GuestCredentialsReadyCondition, metav1.ConditionFalse, infrav1.TokenRequestFailedReason, ce.Message)
+		}
+		return ctrl.Result{}, err
+	}
+	manifest, err := harvester.GuestCloudConfigManifest(kubeconfig, token)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !exists {
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	}
+	secret.Type = resourceSetSecretType
+	secret.Labels = map[string]string{clusterv1.ClusterNameLabel: s.cluster.Name}
+	secret.Annotations = map[string]string{annotationTokenIssued: now.UTC().Format(time.RFC3339), annotationConfigHash: configHash}
+	secret.Data = map[string][]byte{cloudConfigManifestKey: manifest}
+	if err := controllerutil.SetControllerReference(hc, secret, r.Client.Scheme()); err != nil {
+		return ctrl.Result{}, err
+	}
+	if exists {
+		err = r.Client.Update(ctx, secret)
+	} else {
+		err = r.Client.Create(ctx, secret)
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("writing Secret %s: %w", key, err)
+	}
+	r.Recorder.Eventf(hc, corev1.EventTypeNormal, "GuestTokenIssued", "Issued a Harvester token for the guest's ServiceAccount %s/%s, valid for %s", g.Namespace, g.ServiceAccount, lifetime)
+	setClusterCondition(hc, infrav1.GuestCredentialsReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason, "")
+	return ctrl.Result{RequeueAfter: lifetime * 2 / 3}, nil
+}
+
+// guestEndpoint is Harvester's API as the guest reaches it: the spec's when set; the identity's
+// server when it is Harvester itself; an error when the identity goes through a Rancher proxy,
+// where a Harvester token is not valid.
+func guestEndpoint(hc *infrav1.HarvesterCluster, identityServer string, identityCA []byte) (string, []byte, error) {
+	if api := hc.Spec.GuestHarvesterAPI; api != nil {
+		return api.Server, api.CABundle, nil
+	}
+	if harvester.IsRancherProxy(identityServer) {
+		return "", nil, fmt.Errorf("the identity reaches Harvester through a Rancher proxy, where the guest's Harvester token is not valid: set spec.guestHarvesterAPI to Harvester's own API (https://<harvester-vip>:6443) and CA")
+	}
+	return identityServer, identityCA, nil
+}
+
+// deleteCredentials removes the guest's identity on Harvester (revoking its tokens) and the
+// management-side Secret.
+func (r *HarvesterClusterReconciler) deleteCredentials(ctx context.Context, s *clusterScope) error {
+	if err := harvester.DeleteGuestIdentity(ctx, s.client.Client, r.guestIdentity(s)); err != nil {
+		return r.harvesterError(s.hc, infrav1.GuestCredentialsReadyCondition, err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.hc.Namespace, Name: CloudConfigSecretName(s.cluster.Name)}}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, secret))
+}
+
+func (r *HarvesterClusterReconciler) tokenLifetime() time.Duration {
+	if r.TokenLifetime > 0 {
+		return r.TokenLifetime
+	}
+	return DefaultTokenLifetime
+}

@@ -1,0 +1,156 @@
+package harvester
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// Harvester's ClusterRoles for guest clusters.
+const (
+	CloudProviderRole = "harvesterhci.io:cloudprovider"
+	CSIDriverRole     = "harvesterhci.io:csi-driver"
+)
+
+// Where the guest finds its Harvester credential: the Secret the addons mount (whole, no
+// subPath, so that a renewed token reaches running readers), whose kubeconfig reads the token
+// from the file next to it.
+const (
+	GuestCloudConfigSecret    = "harvester-cloud-config"
+	GuestCloudConfigNamespace = "kube-system"
+	GuestCloudConfigKey       = "cloud-config"
+	GuestTokenKey             = "token"
+	// GuestCloudConfigDir is where the addons mount the Secret.
+	GuestCloudConfigDir = "/etc/kubernetes/harvester"
+)
+
+// GuestServiceAccountName is the ServiceAccount of a guest cluster's cloud provider and CSI
+// driver on Harvester, unique per management-side namespace/name.
+func GuestServiceAccountName(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	base := strings.Trim(notDNSLabel.ReplaceAllString(strings.ToLower(name), "-"), "-")
+	if len(base) > 40 {
+		base = strings.TrimRight(base[:40], "-")
+	}
+	return fmt.Sprintf("guest-%s-%s", base, hex.EncodeToString(sum[:])[:10])
+}
+
+// CSIBindingName is the ClusterRoleBinding of a guest's CSI driver: cluster-scoped, so it names
+// the target namespace and ServiceAccount (through a hash) and never collides.
+func CSIBindingName(targetNamespace, serviceAccount string) string {
+	sum := sha256.Sum256([]byte(targetNamespace + "/" + serviceAccount))
+	return "capi-harvester-csi-" + hex.EncodeToString(sum[:])[:16]
+}
+
+// GuestIdentity is what a guest cluster gets on Harvester.
+type GuestIdentity struct {
+	Namespace      string // target namespace
+	ServiceAccount string
+	Labels         map[string]string
+	CSI            bool
+}
+
+// EnsureGuestIdentity creates the guest's ServiceAccount, its namespaced RoleBinding to the
+// cloud-provider ClusterRole and, only when CSI is on, its ClusterRoleBinding to the CSI
+// driver's ClusterRole (whose rules are cluster-wide). It removes the CSI binding when CSI is off.
+func EnsureGuestIdentity(ctx context.Context, c client.Client, g GuestIdentity) error {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount, Labels: g.Labels}}
+	if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ClassifyError(err, "creating the guest's ServiceAccount")
+	}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: g.Namespace, Name: g.ServiceAccount}}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount, Labels: g.Labels},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: CloudProviderRole},
+		Subjects:   subject,
+	}
+	if err := c.Create(ctx, rb); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ClassifyError(err, "binding the guest to "+CloudProviderRole)
+	}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: CSIBindingName(g.Namespace, g.ServiceAccount), Labels: g.Labels},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: CSIDriverRole},
+		Subjects:   subject,
+	}
+	if !g.CSI {
+		if err := c.Delete(ctx, crb); client.IgnoreNotFound(err) != nil {
+			return ClassifyError(err, "removing the guest's CSI binding")
+		}
+		return nil
+	}
+	if err := c.Create(ctx, crb); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ClassifyError(err, "binding the guest to "+CSIDriverRole)
+	}
+	return nil
+}
+
+// DeleteGuestIdentity removes the guest's bindings and ServiceAccount (which revokes every
+// token issued for it); it reports whether all are gone.
+func DeleteGuestIdentity(ctx context.Context, c client.Client, g GuestIdentity) error {
+	objs := []client.Object{
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: CSIBindingName(g.Namespace, g.ServiceAccount)}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount}},
+	}
+	for _, obj := range objs {
+		if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return ClassifyError(err, fmt.Sprintf("deleting the guest's %T %s", obj, obj.GetName()))
+		}
+	}
+	return nil
+}
+
+// RequestToken asks Harvester for a token of the guest's ServiceAccount with a bounded lifetime.
+func RequestToken(ctx context.Context, c client.Client, namespace, serviceAccount string, lifetime time.Duration) (string, time.Time, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: serviceAccount}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(lifetime / time.Second))}}
+	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", time.Time{}, ClassifyError(err, "requesting a token for the guest")
+	}
+	return tr.Status.Token, tr.Status.ExpirationTimestamp.Time, nil
+}
+
+// IsRancherProxy tells whether a kubeconfig server is a Rancher proxy URL
+// (https://rancher/k8s/clusters/<id>), where a Harvester token is not valid.
+func IsRancherProxy(server string) bool {
+	u, err := url.Parse(server)
+	return err == nil && strings.Contains(u.Path, "/k8s/clusters/")
+}
+
+// GuestKubeconfig is the cloud-config the guest's cloud provider and CSI driver read: Harvester's
+// API, its CA, the target namespace as the context's namespace, and the token read from a file
+// (client-go re-reads it, so a renewal needs no restart).
+func GuestKubeconfig(server string, ca []byte, namespace string) ([]byte, error) {
+	return clientcmd.Write(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"harvester": {Server: server, CertificateAuthorityData: ca}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"guest": {TokenFile: GuestCloudConfigDir + "/" + GuestTokenKey}},
+		Contexts:       map[string]*clientcmdapi.Context{"harvester": {Cluster: "harvester", AuthInfo: "guest", Namespace: namespace}},
+		CurrentContext: "harvester",
+	})
+}
+
+// GuestCloudConfigManifest is the guest's Secret, as a manifest a ClusterResourceSet applies.
+func GuestCloudConfigManifest(kubeconfig []byte, token string) ([]byte, error) {
+	secret := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: GuestCloudConfigNamespace, Name: GuestCloudConfigSecret},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{GuestCloudConfigKey: kubeconfig, GuestTokenKey: []byte(token)},
+	}
+	return yaml.Marshal(secret)
+}
