@@ -32,7 +32,7 @@ func conditionOf(g Gomega, hc *infrav1.HarvesterCluster, t string) *metav1.Condi
 
 var _ = Describe("HarvesterCluster", func() {
 	It("gets a pool address as endpoint, reports failure domains and cleans up", func() {
-		tc := newTestCluster("cl", "cl", "guests")
+		tc := newTestCluster("cl", "cl")
 		hc := tc.HarvesterCluster
 		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)).To(Succeed())
 
@@ -68,7 +68,7 @@ var _ = Describe("HarvesterCluster", func() {
 	})
 
 	It("reports a revoked identity and recovers with a new kubeconfig, without a restart", func() {
-		tc := newTestCluster("revoke", "revoke", "guests")
+		tc := newTestCluster("revoke", "revoke")
 		hc := tc.HarvesterCluster
 		Expect(testBed.Harvester.RevokeProviderIdentity(ctx)).To(Succeed())
 		// The next reconcile is what shows it; any change of the Secret triggers one.
@@ -96,8 +96,9 @@ var _ = Describe("HarvesterCluster", func() {
 	})
 
 	It("keeps two clusters of the same name in two namespaces apart", func() {
-		a := newTestCluster("twin-a", "twin", "guests")
-		b := newTestCluster("twin-b", "twin", "guests")
+		// Both in one Harvester namespace: the harder case.
+		a := newTestCluster("twin-a", "twin", "h-twins")
+		b := newTestCluster("twin-b", "twin", "h-twins")
 		Expect(harvester.LoadBalancerName(a.Namespace, a.Name)).NotTo(Equal(harvester.LoadBalancerName(b.Namespace, b.Name)))
 		Expect(a.HarvesterCluster.Spec.ControlPlaneEndpoint.Host).NotTo(Equal(b.HarvesterCluster.Spec.ControlPlaneEndpoint.Host))
 
@@ -109,6 +110,6 @@ var _ = Describe("HarvesterCluster", func() {
 		Expect(conditions.IsTrue(b.HarvesterCluster, clusterv1.ReadyCondition)).To(BeTrue())
 
 		deleteCluster(b)
-		leakFree("guests")
+		leakFree("h-twins")
 	})
 })

@@ -57,7 +57,7 @@ func guestClient(kubeconfig []byte, token string) client.Client {
 
 var _ = Describe("guest credentials", func() {
 	It("are least-privilege, renewed before expiry and removed with the cluster", func() {
-		tc := newTestCluster("creds", "creds", "guests")
+		tc := newTestCluster("creds", "creds")
 		var kubeconfig []byte
 		var token, issued string
 		Eventually(func(g Gomega) { kubeconfig, token, issued = guestCredential(g, tc) }).Should(Succeed())

@@ -32,7 +32,6 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	opts := harvestersim.DefaultOptions()
-	opts.Namespaces = append(opts.Namespaces, "smoke")
 	var err error
 	start := time.Now()
 	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, SetupManagement: func(ctx context.Context, b *bed.Bed) error {

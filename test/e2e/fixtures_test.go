@@ -26,12 +26,18 @@ func mgmt() client.Client { return testBed.Management.Client }
 
 func harvesterClient() client.Client { return testBed.Harvester.Client() }
 
-// newTestCluster creates the namespace, the identity Secret (the restricted identity), the
-// HarvesterCluster and Cluster, the guest control plane, and static bootstrap data, and waits
+// newTestCluster creates the namespaces (management and Harvester), the identity Secret (the
+// restricted identity), the HarvesterCluster and Cluster, the guest control plane, and static bootstrap data, and waits
 // for the cluster's infrastructure to be provisioned.
-func newTestCluster(namespace, name, target string) *testCluster {
+func newTestCluster(namespace, name string, sharedTarget ...string) *testCluster {
+	// Each test has its own namespace on Harvester too, so that LeakCheck sees only its objects.
+	target := "h-" + namespace
+	if len(sharedTarget) > 0 {
+		target = sharedTarget[0]
+	}
 	tc := &testCluster{Namespace: namespace, Name: name, Target: target}
 	Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
+	Expect(client.IgnoreAlreadyExists(harvesterClient().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}}))).To(Succeed())
 	kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	identity := &corev1.Secret{
@@ -129,4 +135,29 @@ func leakFree(target string) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(leaks).To(BeEmpty())
 	}).Should(Succeed())
+}
+
+// controlPlaneMachine creates a Machine labelled as control plane, with its HarvesterMachine: no
+// control-plane provider runs in these tests, and CAPI counts the control plane as initialised
+// once such a Machine has a Node.
+func (tc *testCluster) controlPlaneMachine(name string) *clusterv1.Machine {
+	Expect(mgmt().Create(ctx, &infrav1.HarvesterMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: tc.Name}},
+		Spec:       machineSpec(),
+	})).To(Succeed())
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: name, Labels: map[string]string{
+			clusterv1.ClusterNameLabel: tc.Name, clusterv1.MachineControlPlaneLabel: "",
+		}},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: tc.Name,
+			Version:     "v1.35.4",
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(tc.Bootstrap.Name)},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterMachine", Name: name,
+			},
+		},
+	}
+	Expect(mgmt().Create(ctx, m)).To(Succeed())
+	return m
 }

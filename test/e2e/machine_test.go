@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +24,7 @@ import (
 
 var _ = Describe("HarvesterMachine", func() {
 	It("provisions a MachineDeployment's VMs, follows scale-down and leaves nothing behind", func() {
-		tc := newTestCluster("md", "md", "guests")
+		tc := newTestCluster("md", "md")
 		md := tc.machineDeployment("workers", "workers-v1", 3, machineSpec())
 
 		By("waiting for three provisioned HarvesterMachines")
@@ -113,8 +115,110 @@ var _ = Describe("HarvesterMachine", func() {
 		leakFree(tc.Target)
 	})
 
+	It("rolls a template change out to new VMs and follows a live migration", func() {
+		tc := newTestCluster("roll", "roll")
+		tc.controlPlaneMachine("roll-cp-0")
+		By("waiting for the control plane: initialised, and behind the load balancer")
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
+			g.Expect(conditions.IsTrue(tc.Cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
+			lb := &lbv1.LoadBalancer{}
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.LoadBalancerName(tc.Namespace, tc.Name)}, lb)).To(Succeed())
+			g.Expect(lb.Status.BackendServers).To(HaveLen(1))
+		}).Should(Succeed())
+		vm := &kubevirtv1.VirtualMachine{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: "roll-cp-0"}, vm)).To(Succeed())
+		Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelRole, harvester.RoleControlPlane))
+
+		md := tc.machineDeployment("workers", "roll-v1", 1, machineSpec())
+		provisioned := func(g Gomega) []infrav1.HarvesterMachine {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.HasLabels{clusterv1.MachineDeploymentNameLabel})).To(Succeed())
+			for _, hm := range hms.Items {
+				g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+			}
+			return hms.Items
+		}
+		var first infrav1.HarvesterMachine
+		Eventually(func(g Gomega) {
+			hms := provisioned(g)
+			g.Expect(hms).To(HaveLen(1))
+			first = hms[0]
+		}).Should(Succeed())
+
+		By("live-migrating the VM: the machine follows it to the new host")
+		vmim, err := testBed.Harvester.Migrate(ctx, tc.Target, first.Name)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(vmim), vmim)).To(Succeed())
+			g.Expect(vmim.Status.Phase).To(Equal(kubevirtv1.MigrationSucceeded))
+			hm := &infrav1.HarvesterMachine{}
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(&first), hm)).To(Succeed())
+			g.Expect(hm.Status.VirtualMachine.Host).NotTo(Equal(first.Status.VirtualMachine.Host))
+			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+			g.Expect(hm.Status.Addresses).To(Equal(first.Status.Addresses))
+		}).Should(Succeed())
+
+		By("pointing the MachineDeployment at a new template")
+		spec := machineSpec()
+		spec.CPU = 4
+		Expect(mgmt().Create(ctx, &infrav1.HarvesterMachineTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "roll-v2"},
+			Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec}},
+		})).To(Succeed())
+		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
+		md.Spec.Template.Spec.InfrastructureRef.Name = "roll-v2"
+		Expect(mgmt().Update(ctx, md)).To(Succeed())
+		Eventually(func(g Gomega) {
+			hms := provisioned(g)
+			g.Expect(hms).To(HaveLen(1))
+			g.Expect(hms[0].Name).NotTo(Equal(first.Name))
+			g.Expect(hms[0].Spec.CPU).To(Equal(int32(4)))
+			vm := &kubevirtv1.VirtualMachine{}
+			err := harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: first.Name}, vm)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the old VM is gone")
+		}).Should(Succeed())
+
+		deleteCluster(tc)
+		leakFree(tc.Target)
+	})
+
+	It("adopts its own VM after a restart instead of creating a second one", func() {
+		tc := newTestCluster("adopt", "adopt")
+		tc.machineDeployment("workers", "adopt-v1", 1, machineSpec())
+		var hm infrav1.HarvesterMachine
+		var uid string
+		Eventually(func(g Gomega) {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(hms.Items).To(HaveLen(1))
+			hm = hms.Items[0]
+			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+			uid = hm.Status.VirtualMachine.UID
+			g.Expect(uid).NotTo(BeEmpty())
+		}).Should(Succeed())
+
+		// A controller that restarts knows only what the APIs hold: forget the status, as if the
+		// patch that recorded it had been lost, and let it reconcile again.
+		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(&hm), &hm)).To(Succeed())
+		hm.Status = infrav1.HarvesterMachineStatus{}
+		Expect(mgmt().Status().Update(ctx, &hm)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(&hm), &hm)).To(Succeed())
+			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+			g.Expect(hm.Status.VirtualMachine.UID).To(Equal(uid))
+		}).Should(Succeed())
+		vms := &kubevirtv1.VirtualMachineList{}
+		Expect(harvesterClient().List(ctx, vms, client.InNamespace(tc.Target),
+			client.MatchingLabels{harvester.LabelMachine: hm.Name})).To(Succeed())
+		Expect(vms.Items).To(HaveLen(1))
+
+		deleteCluster(tc)
+		leakFree(tc.Target)
+	})
+
 	It("reports bad references and resumes once they are fixed", func() {
-		tc := newTestCluster("badref", "badref", "guests")
+		tc := newTestCluster("badref", "badref")
 		spec := machineSpec()
 		spec.Disks[0].Image = "default/not-yet"
 		tc.machineDeployment("workers", "badref-v1", 1, spec)
@@ -146,7 +250,7 @@ var _ = Describe("HarvesterMachine", func() {
 	})
 
 	It("refuses a VM name that a foreign VM holds and leaves that VM alone", func() {
-		tc := newTestCluster("clash", "clash", "smoke")
+		tc := newTestCluster("clash", "clash")
 		foreign := harvestersim.SampleVM(tc.Target, "clash-1", "")
 		foreign.Annotations[harvestersim.AnnotationRemovedPVCs] = "clash-1-disk-0-abcde"
 		Expect(harvesterClient().Create(ctx, foreign)).To(Succeed())

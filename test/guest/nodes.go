@@ -228,10 +228,17 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 	node.Status = corev1.NodeStatus{
 		Capacity:    capacity,
 		Allocatable: capacity,
-		Conditions: []corev1.NodeCondition{{
-			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status",
-			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
-		}},
+		// What a healthy kubelet reports; CAPI's NodeHealthy reads all four.
+		Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status",
+				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()},
+			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory",
+				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()},
+			{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure",
+				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()},
+			{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID",
+				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()},
+		},
 		NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.35.4", OperatingSystem: "linux", Architecture: "amd64",
 			OSImage: "Ubuntu 24.04 LTS", ContainerRuntimeVersion: "containerd://2.1.0"},
 	}

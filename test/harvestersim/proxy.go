@@ -12,6 +12,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -79,6 +81,8 @@ func (p *faultProxy) serve(listener net.Listener) {
 		},
 		Transport:     p.backend,
 		FlushInterval: -1, // stream watches
+		// Broken backend connections during an outage or shutdown are expected here.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	server := &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.handle(rp, w, r) }),

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/api/core/v1beta2/index"
@@ -29,8 +31,13 @@ func AddCAPICore(ctx context.Context, e *Environment) (clustercache.ClusterCache
 	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: mgr.GetAPIReader(),
 		// Nodes are found by providerID, as CAPI's manager sets it up.
-		Cache:  clustercache.CacheOptions{Indexes: []clustercache.CacheOptionsIndex{clustercache.NodeProviderIDIndex}},
-		Client: clustercache.ClientOptions{UserAgent: "capi-in-process", QPS: 100, Burst: 200},
+		Cache: clustercache.CacheOptions{Indexes: []clustercache.CacheOptionsIndex{clustercache.NodeProviderIDIndex}},
+		// As CAPI's manager: what drain and volume detachment list is read live, not cached.
+		Client: clustercache.ClientOptions{UserAgent: "capi-in-process", QPS: 100, Burst: 200,
+			Cache: clustercache.ClientCacheOptions{DisableFor: []client.Object{
+				&corev1.ConfigMap{}, &corev1.Secret{}, &corev1.Pod{}, &appsv1.DaemonSet{},
+				&storagev1.VolumeAttachment{}, &corev1.PersistentVolume{},
+			}}},
 	}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the ClusterCache: %w", err)
