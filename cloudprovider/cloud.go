@@ -1,0 +1,140 @@
+// Package cloudprovider is the guest cluster's Harvester cloud controller manager: it tells the
+// guest's Kubernetes which Harvester VM each Node is (providerID, addresses, zone) and, through
+// Harvester load balancers, gives Services of type LoadBalancer their addresses. It runs with the
+// guest's own least-privilege Harvester credential (harvesterhci.io:cloudprovider in one
+// namespace) and never needs more.
+package cloudprovider
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	cloudprovider "k8s.io/cloud-provider"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+)
+
+// ProviderName is the cloud provider's name (--cloud-provider=harvester).
+const ProviderName = "harvester"
+
+// Options are the Harvester-specific settings of the cloud provider.
+type Options struct {
+	// ClusterName is --cluster-name; it must be unique per guest cluster on one Harvester.
+	ClusterName string
+	// ManagementNetwork, NodeIPCIDRs and ExcludedCIDRs shape the nodes' addresses.
+	ManagementNetwork string
+	NodeIPCIDRs       []string
+	ExcludedCIDRs     []string
+}
+
+// Cloud is the Harvester cloud provider.
+type Cloud struct {
+	client    client.Client
+	config    *rest.Config
+	namespace string
+	opts      Options
+	addresses harvester.NodeAddressOptions
+}
+
+var _ cloudprovider.Interface = &Cloud{}
+
+// New builds the cloud provider from its cloud-config: the kubeconfig the cluster reconciler
+// writes (its context's namespace is where the guest's VMs live; its token is read from a file,
+// and re-read when renewed).
+func New(cloudConfig io.Reader, opts Options) (*Cloud, error) {
+	if opts.ClusterName == "" || opts.ClusterName == "kubernetes" {
+		return nil, errors.New("--cluster-name must name this guest cluster uniquely on Harvester (not the default \"kubernetes\"): load balancers are named and found by it")
+	}
+	if cloudConfig == nil {
+		return nil, errors.New("the harvester cloud provider needs --cloud-config: the kubeconfig of the guest's Harvester credential")
+	}
+	data, err := io.ReadAll(cloudConfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cloud config: %w", err)
+	}
+	cc, err := clientcmd.NewClientConfigFromBytes(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the cloud config as a kubeconfig: %w", err)
+	}
+	namespace, _, err := cc.Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("reading the cloud config's namespace: %w", err)
+	}
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("building a client from the cloud config: %w", err)
+	}
+	cfg.UserAgent = "harvester-cloud-controller-manager/" + opts.ClusterName
+	c := &Cloud{config: cfg, namespace: namespace, opts: opts}
+	if c.addresses, err = addressOptions(opts); err != nil {
+		return nil, err
+	}
+	scheme, err := harvester.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	if c.client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, fmt.Errorf("creating the Harvester client: %w", err)
+	}
+	return c, nil
+}
+
+func addressOptions(o Options) (harvester.NodeAddressOptions, error) {
+	out := harvester.NodeAddressOptions{ManagementNetwork: o.ManagementNetwork}
+	parse := func(flag string, values []string) ([]netip.Prefix, error) {
+		var prefixes []netip.Prefix
+		for _, v := range values {
+			if v = strings.TrimSpace(v); v == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(v)
+			if err != nil {
+				return nil, fmt.Errorf("--%s: %q is not a CIDR: %w", flag, v, err)
+			}
+			prefixes = append(prefixes, p.Masked())
+		}
+		return prefixes, nil
+	}
+	var err error
+	if out.NodeIPCIDRs, err = parse("node-ip-cidr", o.NodeIPCIDRs); err != nil {
+		return out, err
+	}
+	out.ExcludedCIDRs, err = parse("excluded-cidr", o.ExcludedCIDRs)
+	return out, err
+}
+
+// Namespace is the Harvester namespace of the guest's VMs.
+func (c *Cloud) Namespace() string { return c.namespace }
+
+// Initialize is called by the cloud controller manager before its controllers start.
+func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+
+// LoadBalancer is not served by this version yet.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+
+// Instances is the deprecated interface; InstancesV2 replaces it.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// InstancesV2 maps Nodes to Harvester VMs.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return &instances{cloud: c}, true }
+
+// Zones is deprecated; InstancesV2 reports zones.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not supported.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// Routes are not needed: the guest's CNI routes pod traffic.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+
+// ProviderName returns "harvester".
+func (c *Cloud) ProviderName() string { return ProviderName }
+
+// HasClusterID is true: --cluster-name is required.
+func (c *Cloud) HasClusterID() bool { return true }

@@ -1,0 +1,73 @@
+package harvester
+
+import (
+	"net/netip"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+)
+
+func dualStackVMI() *kubevirtv1.VirtualMachineInstance {
+	multus := func(n string) kubevirtv1.NetworkSource {
+		return kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: n}}
+	}
+	return &kubevirtv1.VirtualMachineInstance{
+		Spec: kubevirtv1.VirtualMachineInstanceSpec{
+			Hostname: "node-1",
+			Networks: []kubevirtv1.Network{
+				{Name: "mgmt", NetworkSource: multus("default/vlan10")},
+				{Name: "data", NetworkSource: multus("default/vlan20")},
+				{Name: "pod", NetworkSource: kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}}},
+			},
+		},
+		Status: kubevirtv1.VirtualMachineInstanceStatus{Interfaces: []kubevirtv1.VirtualMachineInstanceNetworkInterface{
+			{Name: "mgmt", IP: "10.10.0.5", IPs: []string{"10.10.0.5/16", "10.10.0.6", "fd00:10::5/64", "fe80::1"}},
+			{Name: "data", IP: "10.20.0.7", IPs: []string{"10.20.0.7", "fd00:20::7"}},
+			{Name: "pod", IP: "10.52.0.9"},
+			{InterfaceName: "cni0", IP: "10.42.0.1"},
+		}},
+	}
+}
+
+func TestNodeAddressesDefaultToFirstIPv4AndIPv6OfManagement(t *testing.T) {
+	g := NewWithT(t)
+	got := NodeAddresses(dualStackVMI(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, NodeAddressOptions{})
+	g.Expect(got).To(Equal([]corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "10.10.0.5"},
+		{Type: corev1.NodeInternalIP, Address: "fd00:10::5"},
+		{Type: corev1.NodeExternalIP, Address: "10.10.0.6"},
+		{Type: corev1.NodeExternalIP, Address: "10.20.0.7"},
+		{Type: corev1.NodeExternalIP, Address: "fd00:20::7"},
+		{Type: corev1.NodeHostName, Address: "node-1"},
+	}), "only Multus interfaces of the spec, no link-local, prefix lengths dropped")
+}
+
+func TestNodeAddressesFollowFlagsAndAnnotation(t *testing.T) {
+	g := NewWithT(t)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+
+	got := NodeAddresses(dualStackVMI(), node, NodeAddressOptions{ManagementNetwork: "data"})
+	g.Expect(got[:2]).To(Equal([]corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "10.20.0.7"}, {Type: corev1.NodeInternalIP, Address: "fd00:20::7"},
+	}))
+
+	got = NodeAddresses(dualStackVMI(), node, NodeAddressOptions{
+		NodeIPCIDRs:   []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")},
+		ExcludedCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00::/8")},
+	})
+	g.Expect(got).To(Equal([]corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "10.20.0.7"},
+		{Type: corev1.NodeExternalIP, Address: "10.10.0.5"},
+		{Type: corev1.NodeExternalIP, Address: "10.10.0.6"},
+		{Type: corev1.NodeHostName, Address: "node-1"},
+	}))
+
+	node.Annotations = map[string]string{AnnotationProvidedNodeIP: "10.10.0.6,fd00:20::7"}
+	got = NodeAddresses(dualStackVMI(), node, NodeAddressOptions{NodeIPCIDRs: []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}})
+	g.Expect(got[:2]).To(Equal([]corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "10.10.0.6"}, {Type: corev1.NodeInternalIP, Address: "fd00:20::7"},
+	}), "kubelet's --node-ip wins over the CIDR flag")
+}
