@@ -17,6 +17,7 @@ ETCD_VERSION ?= v3.5.21
 KUBEBUILDER_ASSETS := $(BIN)/k8s/$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
 
 IMG ?= ghcr.io/seed-0a7eb009/cluster-api-provider-harvester:dev
+CCM_IMG ?= ghcr.io/seed-0a7eb009/harvester-cloud-controller-manager:dev
 TEST_TIMEOUT ?= 45m
 TEST_FLAGS ?=
 
@@ -61,6 +62,20 @@ verify: lint verify-generated ## Everything lint and verify-generated check.
 .PHONY: build
 build: ## Build the manager into bin/manager.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/manager .
+
+.PHONY: build-ccm
+build-ccm: ## Build the guest's cloud controller manager into bin/harvester-cloud-controller-manager.
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/harvester-cloud-controller-manager ./cloudprovider/cmd/harvester-cloud-controller-manager
+
+.PHONY: docker-build
+docker-build: ## Build both images (needs a Docker engine).
+	docker build --target manager -t $(IMG) .
+	docker build --target ccm -t $(CCM_IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push both images.
+	docker push $(IMG)
+	docker push $(CCM_IMG)
 
 .PHONY: run
 run: ## Run the manager against the cluster of the current kubeconfig (webhooks off).

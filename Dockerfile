@@ -1,0 +1,35 @@
+# syntax=docker/dockerfile:1
+# Two images from one file: `--target manager` (the provider) and `--target ccm` (the guest's
+# cloud controller manager). Static binaries on distroless, running as non-root.
+ARG GO_VERSION=1.26
+
+FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS deps
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY api/ api/
+COPY pkg/ pkg/
+COPY controllers/ controllers/
+COPY cloudprovider/ cloudprovider/
+COPY main.go ./
+
+FROM deps AS build-manager
+ARG TARGETOS TARGETARCH
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" -o /out/manager .
+
+FROM deps AS build-ccm
+ARG TARGETOS TARGETARCH
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" \
+      -o /out/harvester-cloud-controller-manager ./cloudprovider/cmd/harvester-cloud-controller-manager
+
+FROM gcr.io/distroless/static:nonroot AS ccm
+COPY --from=build-ccm /out/harvester-cloud-controller-manager /harvester-cloud-controller-manager
+USER 65532:65532
+ENTRYPOINT ["/harvester-cloud-controller-manager"]
+
+FROM gcr.io/distroless/static:nonroot AS manager
+COPY --from=build-manager /out/manager /manager
+USER 65532:65532
+ENTRYPOINT ["/manager"]
