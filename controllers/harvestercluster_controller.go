@@ -283,7 +283,7 @@ func (r *HarvesterClusterReconciler) connect(ctx context.Context, s *clusterScop
 	if errors.Is(err, harvester.ErrNotSynced) {
 		setClusterCondition(hc, infrav1.HarvesterAvailableCondition, metav1.ConditionFalse, infrav1.HarvesterUnreachableReason,
 			"Harvester answers but the provider's watches have not caught up yet")
-		return false, errConnection
+		return false, errNotSynced
 	}
 	setClusterCondition(hc, infrav1.HarvesterAvailableCondition, metav1.ConditionTrue, infrav1.ReadyReason, "")
 	s.client = c
@@ -293,13 +293,24 @@ func (r *HarvesterClusterReconciler) connect(ctx context.Context, s *clusterScop
 // errConnection marks a failed connection check, already reported on the condition.
 var errConnection = errors.New("harvester connection check failed")
 
-// connectionRecheck is how soon a cluster whose Harvester connection failed tries again; a
-// change of the identity Secret retries at once.
-const connectionRecheck = 30 * time.Second
+// errNotSynced marks a connection whose cache is still filling: a matter of seconds.
+var errNotSynced = errors.New("harvester cache not synced")
+
+const (
+	// connectionRecheck is how soon a cluster whose Harvester connection failed tries again; a
+	// change of the identity Secret retries at once.
+	connectionRecheck = 30 * time.Second
+	// syncRecheck is how soon a reconcile that found a new connection's cache still filling
+	// tries again; no event would come for it.
+	syncRecheck = 2 * time.Second
+)
 
 func connectResult(err error) (ctrl.Result, error) {
-	if errors.Is(err, errConnection) {
+	switch {
+	case errors.Is(err, errConnection):
 		return ctrl.Result{RequeueAfter: connectionRecheck}, nil
+	case errors.Is(err, errNotSynced):
+		return ctrl.Result{RequeueAfter: syncRecheck}, nil
 	}
 	return ctrl.Result{}, err
 }

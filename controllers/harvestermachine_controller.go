@@ -212,7 +212,7 @@ func (r *HarvesterMachineReconciler) connect(ctx context.Context, s *machineScop
 		return nil
 	case errors.Is(err, harvester.ErrNotSynced):
 		setVMCondition(s.hm, metav1.ConditionFalse, infrav1.HarvesterUnreachableReason, "waiting for Harvester to answer")
-		return nil
+		return errNotSynced
 	case err != nil:
 		return err
 	}
@@ -231,7 +231,7 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 		return ctrl.Result{}, nil
 	}
 	if err := r.connect(ctx, s); err != nil || s.client == nil {
-		return ctrl.Result{}, err
+		return connectResult(err)
 	}
 
 	vm := &kubevirtv1.VirtualMachine{}
@@ -407,7 +407,7 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 		return ctrl.Result{}, nil
 	}
 	if err := r.connect(ctx, s); err != nil || s.client == nil {
-		return ctrl.Result{}, err
+		return connectResult(err)
 	}
 	target := s.hc.Spec.TargetNamespace
 	vm := &kubevirtv1.VirtualMachine{}

@@ -92,10 +92,12 @@ var _ = Describe("cloud provider InstancesV2", func() {
 		stale := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: hm.Name}, Spec: corev1.NodeSpec{ProviderID: "harvester://00000000-0000-0000-0000-000000000000"}}
 		Expect(instances.InstanceExists(ctx, stale)).To(BeFalse(), "a VM of the same name is not the VM of this providerID")
 
-		vm := &kubevirtv1.VirtualMachine{}
-		Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(vmi), vm)).To(Succeed())
-		vm.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyHalted)
-		Expect(harvesterClient().Update(ctx, vm)).To(Succeed())
+		Eventually(func(g Gomega) {
+			vm := &kubevirtv1.VirtualMachine{}
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(vmi), vm)).To(Succeed())
+			vm.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyHalted)
+			g.Expect(harvesterClient().Update(ctx, vm)).To(Succeed())
+		}).Should(Succeed())
 		Eventually(func() (bool, error) { return instances.InstanceShutdown(ctx, byID) }).Should(BeTrue())
 		Expect(instances.InstanceExists(ctx, byID)).To(BeTrue())
 

@@ -84,9 +84,11 @@ var _ = Describe("HarvesterCluster", func() {
 
 		kubeconfig, err := testBed.Harvester.RestoreProviderIdentity(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(identity), identity)).To(Succeed())
-		identity.Data[infrav1.IdentitySecretKey] = kubeconfig
-		Expect(mgmt().Update(ctx, identity)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(identity), identity)).To(Succeed())
+			identity.Data[infrav1.IdentitySecretKey] = kubeconfig
+			g.Expect(mgmt().Update(ctx, identity)).To(Succeed())
+		}).Should(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(conditionOf(g, hc, infrav1.HarvesterAvailableCondition).Status).To(Equal(metav1.ConditionTrue))
 		}).Should(Succeed())

@@ -93,9 +93,11 @@ var _ = Describe("HarvesterMachine", func() {
 		}).Should(Succeed())
 
 		By("scaling down to one machine")
-		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
-		md.Spec.Replicas = ptr.To[int32](1)
-		Expect(mgmt().Update(ctx, md)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
+			md.Spec.Replicas = ptr.To[int32](1)
+			g.Expect(mgmt().Update(ctx, md)).To(Succeed())
+		}).Should(Succeed())
 		Eventually(func(g Gomega) {
 			vms := &kubevirtv1.VirtualMachineList{}
 			g.Expect(harvesterClient().List(ctx, vms, client.InNamespace(tc.Target),
@@ -166,9 +168,11 @@ var _ = Describe("HarvesterMachine", func() {
 			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "roll-v2"},
 			Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec}},
 		})).To(Succeed())
-		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
-		md.Spec.Template.Spec.InfrastructureRef.Name = "roll-v2"
-		Expect(mgmt().Update(ctx, md)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
+			md.Spec.Template.Spec.InfrastructureRef.Name = "roll-v2"
+			g.Expect(mgmt().Update(ctx, md)).To(Succeed())
+		}).Should(Succeed())
 		Eventually(func(g Gomega) {
 			hms := provisioned(g)
 			g.Expect(hms).To(HaveLen(1))
@@ -200,9 +204,11 @@ var _ = Describe("HarvesterMachine", func() {
 
 		// A controller that restarts knows only what the APIs hold: forget the status, as if the
 		// patch that recorded it had been lost, and let it reconcile again.
-		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(&hm), &hm)).To(Succeed())
-		hm.Status = infrav1.HarvesterMachineStatus{}
-		Expect(mgmt().Status().Update(ctx, &hm)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(&hm), &hm)).To(Succeed())
+			hm.Status = infrav1.HarvesterMachineStatus{}
+			g.Expect(mgmt().Status().Update(ctx, &hm)).To(Succeed())
+		}).Should(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(&hm), &hm)).To(Succeed())
 			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
@@ -217,10 +223,12 @@ var _ = Describe("HarvesterMachine", func() {
 		leakFree(tc.Target)
 	})
 
-	It("reports bad references and resumes once they are fixed", func() {
+	It("reports each bad reference and resumes once it is fixed", func() {
 		tc := newTestCluster("badref", "badref")
 		spec := machineSpec()
 		spec.Disks[0].Image = "default/not-yet"
+		spec.SSHKeyPairs = []string{"default/later"}
+		spec.Networks[1].NetworkName = "default/vlan30"
 		tc.machineDeployment("workers", "badref-v1", 1, spec)
 
 		hm := func(g Gomega) *infrav1.HarvesterMachine {
@@ -238,14 +246,15 @@ var _ = Describe("HarvesterMachine", func() {
 		Expect(testBed.Harvester.AddImage(ctx, "default", "not-yet", false)).To(Succeed())
 		Eventually(reason).Should(Equal(infrav1.ImageNotImportedReason))
 		Expect(testBed.Harvester.SetImageImported(ctx, "default", "not-yet", true)).To(Succeed())
+		Eventually(reason).Should(Equal(infrav1.KeyPairNotFoundReason))
+		Expect(testBed.Harvester.AddKeyPair(ctx, "default", "later")).To(Succeed())
+		Eventually(reason).Should(Equal(infrav1.NetworkNotFoundReason))
+		Expect(testBed.Harvester.AddNetwork(ctx, harvestersim.Network{Namespace: "default", Name: "vlan30", VLAN: 30, CIDRs: []string{"10.30.0.0/16"}})).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(hm(g).Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
 		}).Should(Succeed())
 
-		Expect(mgmt().Delete(ctx, tc.Cluster)).To(Succeed())
-		Eventually(func() bool {
-			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))
-		}).Should(BeTrue())
+		deleteCluster(tc)
 		leakFree(tc.Target)
 	})
 

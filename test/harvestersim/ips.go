@@ -59,12 +59,8 @@ func (s *subnet) take() (netip.Addr, error) {
 func newIPAllocator(networks []Network, dhcpCIDR string) (*ipAllocator, error) {
 	a := &ipAllocator{subnets: map[string][]*subnet{}, byOwner: map[string][]netip.Addr{}, ownerNet: map[string]string{}}
 	for _, n := range networks {
-		for _, cidr := range n.CIDRs {
-			s, err := newSubnet(cidr)
-			if err != nil {
-				return nil, fmt.Errorf("network %s: %w", n.Key(), err)
-			}
-			a.subnets[n.Key()] = append(a.subnets[n.Key()], s)
+		if err := a.addNetwork(n); err != nil {
+			return nil, err
 		}
 	}
 	var err error
@@ -72,6 +68,22 @@ func newIPAllocator(networks []Network, dhcpCIDR string) (*ipAllocator, error) {
 		return nil, fmt.Errorf("DHCP range: %w", err)
 	}
 	return a, nil
+}
+
+// addNetwork gives a network its subnets.
+func (a *ipAllocator) addNetwork(n Network) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var subnets []*subnet
+	for _, cidr := range n.CIDRs {
+		s, err := newSubnet(cidr)
+		if err != nil {
+			return fmt.Errorf("network %s: %w", n.Key(), err)
+		}
+		subnets = append(subnets, s)
+	}
+	a.subnets[n.Key()] = subnets
+	return nil
 }
 
 // lease returns the owner's addresses on a network, one per subnet, leasing them the first time.

@@ -216,6 +216,19 @@ func networkAttachmentDefinition(n Network) *unstructured.Unstructured {
 	return u
 }
 
+// AddKeyPair creates a validated KeyPair.
+func (h *Harvester) AddKeyPair(ctx context.Context, namespace, name string) error {
+	return createIfMissing(ctx, h.Env.Client, keyPair(namespace, name))
+}
+
+// AddNetwork creates a VM network after the start; its guests get addresses from its CIDRs.
+func (h *Harvester) AddNetwork(ctx context.Context, n Network) error {
+	if err := h.ips.addNetwork(n); err != nil {
+		return err
+	}
+	return createIfMissing(ctx, h.Env.Client, networkAttachmentDefinition(n))
+}
+
 // AddIPPool creates a load-balancer IP pool.
 func (h *Harvester) AddIPPool(ctx context.Context, p IPPoolSpec) error {
 	pool := &lbv1.IPPool{
