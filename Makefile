@@ -19,7 +19,7 @@ KUBEBUILDER_ASSETS := $(BIN)/k8s/$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
 IMG ?= ghcr.io/seed-0a7eb009/cluster-api-provider-harvester:dev
 CCM_IMG ?= ghcr.io/seed-0a7eb009/harvester-cloud-controller-manager:dev
 TEST_TIMEOUT ?= 45m
-TEST_FLAGS ?=
+TEST_FLAGS ?= -count=1
 
 ##@ General
 
