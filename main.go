@@ -46,6 +46,7 @@ type options struct {
 	restConfigBurst    int
 	harvesterQPS       float32
 	harvesterBurst     int
+	ccmImage           string
 	managerOptions     flags.ManagerOptions
 	logOptions         *logsv1.LoggingConfiguration
 	enableWebhooks     bool
@@ -70,6 +71,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.restConfigBurst, "kube-api-burst", 30, "Burst of queries to the management cluster's API server.")
 	fs.Float32Var(&o.harvesterQPS, "harvester-api-qps", 20, "Queries per second to each Harvester cluster's API server.")
 	fs.IntVar(&o.harvesterBurst, "harvester-api-burst", 30, "Burst of queries to each Harvester cluster's API server.")
+	fs.StringVar(&o.ccmImage, "ccm-image", controllers.DefaultCCMImage, "Image of the cloud controller manager installed into guest clusters.")
 	flags.AddManagerOptions(fs, &o.managerOptions)
 	o.logOptions = logs.NewOptions()
 	logsv1.AddFlags(o.logOptions, fs)
@@ -162,6 +164,7 @@ func run(o *options) error {
 		MachineConcurrency: o.machineConcurrency,
 		HarvesterQPS:       o.harvesterQPS,
 		HarvesterBurst:     o.harvesterBurst,
+		CCMImage:           o.ccmImage,
 	}); err != nil {
 		return err
 	}

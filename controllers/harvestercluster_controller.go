@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -61,6 +62,8 @@ type HarvesterClusterReconciler struct {
 	// TokenRequest API's minimum is 10 minutes) and the Clock that decides their renewal.
 	TokenLifetime time.Duration
 	Clock         clock.PassiveClock
+	// CCMImage is the guest cloud controller manager's image (DefaultCCMImage when empty).
+	CCMImage string
 }
 
 func (r *HarvesterClusterReconciler) clock() clock.PassiveClock {
@@ -72,6 +75,7 @@ func (r *HarvesterClusterReconciler) clock() clock.PassiveClock {
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=harvesterclusters;harvesterclusters/status;harvesterclusters/finalizers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups=addons.cluster.x-k8s.io,resources=clusterresourcesets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -88,7 +92,8 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 		Watches(&clusterv1.Cluster{},
 			handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx,
 				infrav1.GroupVersion.WithKind("HarvesterCluster"), mgr.GetClient(), &infrav1.HarvesterCluster{})),
-			builder.WithPredicates(predicates.ClusterUnpaused(mgr.GetScheme(), log))).
+			// Unpausing, and labels: the addons label selects the guest's addons.
+			builder.WithPredicates(predicate.Or[client.Object](predicates.ClusterUnpaused(mgr.GetScheme(), log), predicate.LabelChangedPredicate{}))).
 		// A rotated or fixed kubeconfig in an identity Secret is used at once (metadata only:
 		// the provider does not cache Secrets' data).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToClusters), builder.OnlyMetadata).
@@ -217,7 +222,11 @@ func (r *HarvesterClusterReconciler) reconcileNormal(ctx context.Context, s *clu
 	if hc.Spec.ControlPlaneEndpoint.Host != "" {
 		hc.Status.Initialization.Provisioned = ptr.To(true)
 	}
-	return r.reconcileCredentials(ctx, s)
+	res, err := r.reconcileCredentials(ctx, s)
+	if err != nil {
+		return res, err
+	}
+	return res, r.reconcileAddons(ctx, s)
 }
 
 // protectIdentity puts a finalizer (so that the Secret outlives the clusters that use it) and
@@ -427,8 +436,12 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 	return ctrl.Result{}, r.finishDelete(ctx, s)
 }
 
-// finishDelete lets go of the connection and the identity Secret, then of the HarvesterCluster.
+// finishDelete lets go of the addons, the connection and the identity Secret, then of the
+// HarvesterCluster.
 func (r *HarvesterClusterReconciler) finishDelete(ctx context.Context, s *clusterScope) error {
+	if err := r.deleteAddons(ctx, s.hc, s.cluster.Name); err != nil {
+		return err
+	}
 	r.Factory.Release(s.userKey())
 	if err := r.releaseIdentity(ctx, s.hc); err != nil {
 		return err
@@ -479,14 +492,16 @@ func (r *HarvesterClusterReconciler) patch(ctx context.Context, hc *infrav1.Harv
 	if err := conditions.SetSummaryCondition(hc, hc, clusterv1.ReadyCondition,
 		conditions.ForConditionTypes{
 			infrav1.HarvesterAvailableCondition, infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition,
-			infrav1.GuestCredentialsReadyCondition,
+			infrav1.GuestCredentialsReadyCondition, infrav1.AddonsReadyCondition,
 		},
-		conditions.IgnoreTypesIfMissing{infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition, infrav1.GuestCredentialsReadyCondition},
+		conditions.IgnoreTypesIfMissing{infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition,
+			infrav1.GuestCredentialsReadyCondition, infrav1.AddonsReadyCondition},
 	); err != nil {
 		return err
 	}
 	return h.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: []string{
 		clusterv1.PausedCondition, clusterv1.ReadyCondition, infrav1.HarvesterAvailableCondition,
 		infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition, infrav1.GuestCredentialsReadyCondition,
+		infrav1.AddonsReadyCondition,
 	}})
 }

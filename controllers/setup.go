@@ -27,6 +27,8 @@ type Options struct {
 	// a fake one).
 	TokenLifetime time.Duration
 	Clock         clock.PassiveClock
+	// CCMImage is the image of the guests' cloud controller manager.
+	CCMImage string
 	// SkipNameValidation lets tests run several managers in one process.
 	SkipNameValidation bool
 }
@@ -55,6 +57,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		WatchFilterValue: o.WatchFilterValue,
 		TokenLifetime:    o.TokenLifetime,
 		Clock:            o.Clock,
+		CCMImage:         o.CCMImage,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.ClusterConcurrency, SkipNameValidation: skip}); err != nil {
 		return fmt.Errorf("setting up the HarvesterCluster controller: %w", err)
 	}

@@ -62,6 +62,14 @@ const (
 	// GuestHarvesterAPIRequiredReason: the identity goes through a Rancher proxy and
 	// spec.guestHarvesterAPI does not say how the guest reaches Harvester itself.
 	GuestHarvesterAPIRequiredReason = "GuestHarvesterAPIRequired"
+	// AddonsReadyCondition is true when the guest's addons (cloud-config, cloud controller
+	// manager, CSI) are offered to the Cluster through its ClusterResourceSet.
+	AddonsReadyCondition = "AddonsReady"
+	// AddonsNotSelectedReason: the Cluster lacks the label that selects its ClusterResourceSet.
+	AddonsNotSelectedReason = "AddonsNotSelected"
+	// AddonsDisabledReason: spec.addons turns every addon off.
+	AddonsDisabledReason = "AddonsDisabled"
+
 	// TokenRequestFailedReason: Harvester refused to issue a token for the guest's
 	// ServiceAccount.
 	TokenRequestFailedReason = "TokenRequestFailed"

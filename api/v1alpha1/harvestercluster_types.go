@@ -15,6 +15,11 @@ const (
 	// whose Harvester is gone for good. What is left on Harvester must then be removed by hand.
 	SkipHarvesterCleanupAnnotation = "harvester.infrastructure.cluster.x-k8s.io/skip-harvester-cleanup"
 
+	// AddonsLabel, on a Cluster with the Cluster's own name as value, selects the
+	// ClusterResourceSet that installs the guest's Harvester addons (the cluster templates set
+	// it). Without it no addon reaches the guest, and the AddonsReady condition says so.
+	AddonsLabel = "harvester.infrastructure.cluster.x-k8s.io/addons"
+
 	// IdentitySecretKey is the key of the identity Secret that holds the Harvester kubeconfig.
 	IdentitySecretKey = "kubeconfig"
 )

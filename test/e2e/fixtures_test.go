@@ -56,7 +56,8 @@ func newTestCluster(namespace, name string, sharedTarget ...string) *testCluster
 	}
 	Expect(mgmt().Create(ctx, tc.HarvesterCluster)).To(Succeed())
 	tc.Cluster = &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		// The addons label, as the cluster templates set it.
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{infrav1.AddonsLabel: name}},
 		Spec: clusterv1.ClusterSpec{
 			ClusterNetwork: clusterv1.ClusterNetwork{Pods: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}}},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{

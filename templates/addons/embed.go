@@ -1,0 +1,33 @@
+// Package addons holds the manifests the provider delivers into guest clusters through
+// ClusterResourceSets, embedded in the manager's binary.
+package addons
+
+import (
+	_ "embed"
+	"fmt"
+	"regexp"
+)
+
+// CCM is the guest's cloud controller manager, with ${CLUSTER_NAME} and ${CCM_IMAGE} to fill in.
+//
+//go:embed ccm.yaml
+var CCM string
+
+var variable = regexp.MustCompile(`\$\{([A-Z_]+)\}`)
+
+// Render fills a manifest's ${VARIABLES}; a variable without a value is an error.
+func Render(manifest string, values map[string]string) (string, error) {
+	var missing []string
+	out := variable.ReplaceAllStringFunc(manifest, func(m string) string {
+		name := variable.FindStringSubmatch(m)[1]
+		v, ok := values[name]
+		if !ok {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("no value for %v", missing)
+	}
+	return out, nil
+}

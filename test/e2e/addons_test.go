@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+)
+
+var _ = Describe("addons", func() {
+	It("reach the guest through a ClusterResourceSet, and so do renewed tokens", func() {
+		tc := newTestCluster("addons", "addons")
+		// A ClusterResourceSet applies once the control plane is initialised.
+		tc.controlPlaneMachine("addons-cp-0")
+		guest := tc.Guest.Env.Client
+
+		By("delivering the cloud-config and the cloud controller manager")
+		secret := &corev1.Secret{}
+		Eventually(func(g Gomega) {
+			g.Expect(guest.Get(ctx, client.ObjectKey{Namespace: harvester.GuestCloudConfigNamespace, Name: harvester.GuestCloudConfigSecret}, secret)).To(Succeed())
+		}, time.Minute).Should(Succeed())
+		_, token, _ := guestCredential(Default, tc)
+		Expect(string(secret.Data[harvester.GuestTokenKey])).To(Equal(token))
+		Expect(string(secret.Data[harvester.GuestCloudConfigKey])).To(ContainSubstring("tokenFile: " + harvester.GuestCloudConfigDir + "/token"))
+
+		deployment := &appsv1.Deployment{}
+		Eventually(func(g Gomega) {
+			g.Expect(guest.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "harvester-cloud-controller-manager"}, deployment)).To(Succeed())
+		}).Should(Succeed())
+		ccm := deployment.Spec.Template.Spec
+		Expect(ccm.HostNetwork).To(BeTrue())
+		Expect(ccm.Containers[0].Args).To(ContainElement("--cluster-name=" + harvester.ClusterID(tc.Namespace, tc.Name)))
+		Expect(ccm.Containers[0].VolumeMounts[0].SubPath).To(BeEmpty(), "a renewed token must reach the running process")
+		Expect(ccm.Tolerations).To(ContainElement(HaveField("Key", "node.cloudprovider.kubernetes.io/uninitialized")))
+
+		hc := tc.HarvesterCluster
+		Eventually(func(g Gomega) {
+			c := conditionOf(g, hc, infrav1.AddonsReadyCondition)
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		}).Should(Succeed())
+
+		By("carrying a renewed token into the guest")
+		fakeClock.SetTime(fakeClock.Now().Add(7 * time.Minute))
+		Eventually(func(g Gomega) {
+			touch(g, tc)
+			_, renewed, _ := guestCredential(g, tc)
+			g.Expect(renewed).NotTo(Equal(token))
+			g.Expect(guest.Get(ctx, client.ObjectKeyFromObject(secret), secret)).To(Succeed())
+			g.Expect(string(secret.Data[harvester.GuestTokenKey])).To(Equal(renewed))
+		}, time.Minute).Should(Succeed())
+
+		By("saying so when the Cluster lacks the addons label")
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
+			delete(tc.Cluster.Labels, infrav1.AddonsLabel)
+			g.Expect(mgmt().Update(ctx, tc.Cluster)).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			c := conditionOf(g, hc, infrav1.AddonsReadyCondition)
+			g.Expect(c.Reason).To(Equal(infrav1.AddonsNotSelectedReason))
+			g.Expect(c.Message).To(ContainSubstring(infrav1.AddonsLabel + "=" + tc.Name))
+		}).Should(Succeed())
+		Expect(conditions.IsFalse(hc, "Ready")).To(BeTrue())
+
+		deleteCluster(tc)
+		leakFree(tc.Target)
+	})
+})
