@@ -1,8 +1,13 @@
 package harvestersim
 
 import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // controllerOptions let several simulators live in one process (controller names are global).
@@ -24,4 +29,22 @@ func (h *Harvester) setupControllers() error {
 		}
 	}
 	return nil
+}
+
+// requestsFor lists objects and returns a reconcile request for each, for watches that fan out.
+func requestsFor(ctx context.Context, c client.Reader, list client.ObjectList, opts ...client.ListOption) []reconcile.Request {
+	if err := c.List(ctx, list, opts...); err != nil {
+		return nil
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(items))
+	for _, item := range items {
+		if o, ok := item.(client.Object); ok {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
+	}
+	return reqs
 }

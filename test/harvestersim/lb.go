@@ -69,15 +69,7 @@ func (r *lbReconciler) loadBalancersInNamespace(ctx context.Context, obj client.
 }
 
 func (r *lbReconciler) list(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
-	lbs := &lbv1.LoadBalancerList{}
-	if err := r.List(ctx, lbs, opts...); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(lbs.Items))
-	for i := range lbs.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&lbs.Items[i])})
-	}
-	return reqs
+	return requestsFor(ctx, r.Client, &lbv1.LoadBalancerList{}, opts...)
 }
 
 func (r *lbReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -353,15 +353,7 @@ func (r *pvcReconciler) claimsOfVMI(_ context.Context, obj client.Object) []reco
 }
 
 func (r *pvcReconciler) allClaims(ctx context.Context, _ client.Object) []reconcile.Request {
-	pvcs := &corev1.PersistentVolumeClaimList{}
-	if err := r.List(ctx, pvcs); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(pvcs.Items))
-	for i := range pvcs.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pvcs.Items[i])})
-	}
-	return reqs
+	return requestsFor(ctx, r.Client, &corev1.PersistentVolumeClaimList{})
 }
 
 func (r *pvcReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
