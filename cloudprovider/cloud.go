@@ -112,9 +112,6 @@ func addressOptions(o Options) (harvester.NodeAddressOptions, error) {
 // Namespace is the Harvester namespace of the guest's VMs.
 func (c *Cloud) Namespace() string { return c.namespace }
 
-// Initialize is called by the cloud controller manager before its controllers start.
-func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
-
 // LoadBalancer is not served by this version yet.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 
@@ -9,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/utils/ptr"
@@ -105,3 +107,69 @@ var _ = Describe("cloud provider InstancesV2", func() {
 		leakFree(tc.Target)
 	})
 })
+
+var _ = Describe("cloud provider topology sync", func() {
+	It("keeps a Node's zone and region equal to its VM's host after a live migration", func() {
+		tc := newTestCluster("topo", "topo")
+		tc.controlPlaneMachine("topo-cp-0")
+		hm := &infrav1.HarvesterMachine{}
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: "topo-cp-0"}, hm)).To(Succeed())
+			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+		}).Should(Succeed())
+
+		cloud := guestCloud(tc, harvestercloud.Options{ClusterName: harvester.ClusterID(tc.Namespace, tc.Name)})
+		guest, err := kubernetes.NewForConfig(tc.Guest.Env.Config)
+		Expect(err).NotTo(HaveOccurred())
+		syncCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = cloud.SyncTopology(syncCtx, guest) }()
+
+		zoneOf := func(g Gomega, host string) string {
+			node := &corev1.Node{}
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: host}, node)).To(Succeed())
+			return node.Labels[harvester.LabelZone]
+		}
+		nodeLabels := func(g Gomega) map[string]string {
+			node := &corev1.Node{}
+			g.Expect(tc.Guest.Env.Client.Get(ctx, client.ObjectKey{Name: hm.Name}, node)).To(Succeed())
+			return node.Labels
+		}
+		// The node agent registered the Node; the sync labels it with its host's zone.
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hm), hm)).To(Succeed())
+			g.Expect(nodeLabels(g)).To(HaveKeyWithValue(harvester.LabelZone, zoneOf(g, hm.Status.VirtualMachine.Host)))
+			g.Expect(nodeLabels(g)).To(HaveKeyWithValue(harvester.LabelRegion, "region-1"))
+		}).Should(Succeed())
+
+		By("migrating to a host of the other zone")
+		source := hm.Status.VirtualMachine.Host
+		for _, host := range []string{"harvester-1", "harvester-2", "harvester-3"} {
+			if host != source && zoneOf(Default, host) == zoneOf(Default, source) {
+				cordon(host, true)
+				defer cordon(host, false)
+			}
+		}
+		_, err = testBed.Harvester.Migrate(ctx, tc.Target, hm.Name)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hm), hm)).To(Succeed())
+			g.Expect(hm.Status.VirtualMachine.Host).NotTo(Equal(source))
+			g.Expect(zoneOf(g, hm.Status.VirtualMachine.Host)).NotTo(Equal(zoneOf(g, source)))
+			g.Expect(nodeLabels(g)).To(HaveKeyWithValue(harvester.LabelZone, zoneOf(g, hm.Status.VirtualMachine.Host)))
+		}).Should(Succeed())
+
+		deleteCluster(tc)
+		leakFree(tc.Target)
+	})
+})
+
+// cordon marks a Harvester host (un)schedulable.
+func cordon(host string, on bool) {
+	Eventually(func(g Gomega) {
+		node := &corev1.Node{}
+		g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: host}, node)).To(Succeed())
+		node.Spec.Unschedulable = on
+		g.Expect(harvesterClient().Update(ctx, node)).To(Succeed())
+	}).Should(Succeed())
+}

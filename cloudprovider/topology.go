@@ -1,0 +1,112 @@
+package cloudprovider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+)
+
+// Initialize starts the topology sync: the cloud node controller sets a Node's zone and region
+// once, at registration; after a live migration to a host in another zone they would go stale.
+func (c *Cloud) Initialize(builder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	guest, err := builder.Client("harvester-topology")
+	if err != nil {
+		klog.ErrorS(err, "creating the guest client for the topology sync; node zones will not follow live migrations")
+		return
+	}
+	go func() {
+		if err := c.SyncTopology(wait.ContextForChannel(stop), guest); err != nil {
+			klog.ErrorS(err, "topology sync stopped")
+		}
+	}()
+}
+
+// SyncTopology watches the guest's VMIs on Harvester and keeps the zone and region labels of
+// their Nodes equal to the topology Harvester keeps on the VMIs. It runs until ctx ends.
+func (c *Cloud) SyncTopology(ctx context.Context, guest kubernetes.Interface) error {
+	vmis, err := cache.New(c.config, cache.Options{
+		Scheme:            c.client.Scheme(),
+		DefaultNamespaces: map[string]cache.Config{c.namespace: {}},
+	})
+	if err != nil {
+		return fmt.Errorf("creating the VMI cache: %w", err)
+	}
+	informer, err := vmis.GetInformer(ctx, &kubevirtv1.VirtualMachineInstance{})
+	if err != nil {
+		return err
+	}
+	sync := func(obj any) {
+		if vmi, ok := obj.(*kubevirtv1.VirtualMachineInstance); ok {
+			if err := syncNodeTopology(ctx, guest, vmi); err != nil {
+				klog.ErrorS(err, "syncing node topology", "vmi", klog.KObj(vmi))
+			}
+		}
+	}
+	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    sync,
+		UpdateFunc: func(_, obj any) { sync(obj) },
+	}); err != nil {
+		return err
+	}
+	return vmis.Start(ctx)
+}
+
+// syncNodeTopology patches the zone and region labels of a VMI's Node, found by name (the VM's
+// hostname) and confirmed by providerID when the Node has one.
+func syncNodeTopology(ctx context.Context, guest kubernetes.Interface, vmi *kubevirtv1.VirtualMachineInstance) error {
+	name := vmi.Spec.Hostname
+	if name == "" {
+		name = vmi.Name
+	}
+	node, err := guest.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if uid, ok := strings.CutPrefix(node.Spec.ProviderID, infrav1.ProviderIDPrefix); ok && !ownedBy(vmi, uid) {
+		return nil // a Node of the same name, but another VM's
+	}
+	changes := map[string]any{}
+	for _, key := range []string{harvester.LabelZone, harvester.LabelRegion} {
+		want, known := vmi.Annotations[key]
+		if known && node.Labels[key] != want {
+			changes[key] = want
+		}
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": changes}})
+	if err != nil {
+		return err
+	}
+	_, err = guest.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return client.IgnoreNotFound(err)
+}
+
+func ownedBy(vmi *kubevirtv1.VirtualMachineInstance, vmUID string) bool {
+	for _, ref := range vmi.OwnerReferences {
+		if ref.Kind == "VirtualMachine" && string(ref.UID) == vmUID {
+			return true
+		}
+	}
+	return false
+}
