@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
@@ -64,6 +66,23 @@ func (c *Cloud) SyncTopology(ctx context.Context, guest kubernetes.Interface) er
 	}); err != nil {
 		return err
 	}
+	// A Node that registers after its VMI runs (the usual order) is synced when it appears.
+	nodes := informers.NewSharedInformerFactory(guest, 0)
+	if _, err := nodes.Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			node, ok := obj.(*corev1.Node)
+			if !ok {
+				return
+			}
+			vmi := &kubevirtv1.VirtualMachineInstance{}
+			if err := vmis.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: node.Name}, vmi); err == nil {
+				sync(vmi)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	nodes.Start(ctx.Done())
 	return vmis.Start(ctx)
 }
 
