@@ -38,6 +38,11 @@ func newTestCluster(namespace, name string, sharedTarget ...string) *testCluster
 	tc := &testCluster{Namespace: namespace, Name: name, Target: target}
 	Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
 	Expect(client.IgnoreAlreadyExists(harvesterClient().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}}))).To(Succeed())
+	// The guest (and its kubeconfig Secret) first, as a real control plane answers before CAPI
+	// looks for it.
+	var err error
+	tc.Guest, err = testBed.AddGuest(ctx, namespace, name, false)
+	Expect(err).NotTo(HaveOccurred())
 	kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	identity := &corev1.Secret{
@@ -66,8 +71,6 @@ func newTestCluster(namespace, name string, sharedTarget ...string) *testCluster
 		},
 	}
 	Expect(mgmt().Create(ctx, tc.Cluster)).To(Succeed())
-	tc.Guest, err = testBed.AddGuest(ctx, namespace, name, false)
-	Expect(err).NotTo(HaveOccurred())
 
 	Eventually(func(g Gomega) {
 		g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())

@@ -42,6 +42,11 @@ func AddCAPICore(ctx context.Context, e *Environment) (clustercache.ClusterCache
 	if err != nil {
 		return nil, fmt.Errorf("creating the ClusterCache: %w", err)
 	}
+	// A workload cluster whose kubeconfig is not there yet is retried after 30 s by default;
+	// tests bring guests up in seconds.
+	if s, ok := clusterCache.(interface{ SetConnectionCreationRetryInterval(time.Duration) }); ok {
+		s.SetConnectionCreationRetryInterval(2 * time.Second)
+	}
 
 	// The ClusterResourceSet controller watches Secrets by metadata only, from a cache of its own.
 	partialSecretCache, err := cache.New(mgr.GetConfig(), cache.Options{
