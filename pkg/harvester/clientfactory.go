@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -248,13 +249,13 @@ func (f *ClientFactory) Connections() []string {
 	return keys
 }
 
-// kubeconfigError keeps a parse error's message but never echoes the kubeconfig's content.
+// kubeconfigError describes a kubeconfig that does not parse without the parser's message:
+// YAML errors quote the offending value, which can be a token.
 func kubeconfigError(err error) string {
-	msg := err.Error()
-	if len(msg) > 200 {
-		msg = msg[:200] + "..."
+	if strings.Contains(err.Error(), "no configuration has been provided") || strings.Contains(err.Error(), "invalid configuration") {
+		return "it names no usable cluster, user and context"
 	}
-	return msg
+	return "it does not parse as a kubeconfig (YAML or JSON); check the Secret's kubeconfig key"
 }
 
 // newLazyMapper discovers Harvester's API groups on first use, so that building a connection

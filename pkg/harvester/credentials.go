@@ -42,12 +42,7 @@ const (
 // GuestServiceAccountName is the ServiceAccount of a guest cluster's cloud provider and CSI
 // driver on Harvester, unique per management-side namespace/name.
 func GuestServiceAccountName(namespace, name string) string {
-	sum := sha256.Sum256([]byte(namespace + "/" + name))
-	base := strings.Trim(notDNSLabel.ReplaceAllString(strings.ToLower(name), "-"), "-")
-	if len(base) > 40 {
-		base = strings.TrimRight(base[:40], "-")
-	}
-	return fmt.Sprintf("guest-%s-%s", base, hex.EncodeToString(sum[:])[:10])
+	return hashedLabelName("guest", namespace, name)
 }
 
 // CSIBindingName is the ClusterRoleBinding of a guest's CSI driver: cluster-scoped, so it names
@@ -100,7 +95,7 @@ func EnsureGuestIdentity(ctx context.Context, c client.Client, g GuestIdentity) 
 }
 
 // DeleteGuestIdentity removes the guest's bindings and ServiceAccount (which revokes every
-// token issued for it); it reports whether all are gone.
+// token issued for it). Objects already gone are fine.
 func DeleteGuestIdentity(ctx context.Context, c client.Client, g GuestIdentity) error {
 	objs := []client.Object{
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: CSIBindingName(g.Namespace, g.ServiceAccount)}},

@@ -33,13 +33,17 @@ var notDNSLabel = regexp.MustCompile(`[^a-z0-9-]+`)
 // DNS label (Harvester makes a Service of the same name) that starts with a letter and ends
 // with a hash of namespace/name, so that clusters of the same name in different namespaces
 // never collide.
-func LoadBalancerName(namespace, name string) string {
+func LoadBalancerName(namespace, name string) string { return hashedLabelName("cp", namespace, name) }
+
+// hashedLabelName is `<prefix>-<name, made a DNS label, at most 40 characters>-<10 hex of
+// sha256(namespace/name)>`: readable, at most 57 characters, and unique per namespace/name.
+func hashedLabelName(prefix, namespace, name string) string {
 	sum := sha256.Sum256([]byte(namespace + "/" + name))
 	base := strings.Trim(notDNSLabel.ReplaceAllString(strings.ToLower(name), "-"), "-")
 	if len(base) > 40 {
 		base = strings.TrimRight(base[:40], "-")
 	}
-	return fmt.Sprintf("cp-%s-%s", base, hex.EncodeToString(sum[:])[:10])
+	return fmt.Sprintf("%s-%s-%s", prefix, base, hex.EncodeToString(sum[:])[:10])
 }
 
 // BuildControlPlaneLoadBalancer returns the Harvester load balancer in front of a cluster's
