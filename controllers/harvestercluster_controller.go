@@ -276,7 +276,12 @@ func (r *HarvesterClusterReconciler) connect(ctx context.Context, s *clusterScop
 		return false, nil
 	}
 	if err != nil && !errors.Is(err, harvester.ErrNotSynced) {
-		return false, err
+		// Building a connection asks Harvester for its API groups: it may not answer.
+		var ce *harvester.ConnectionError
+		if errors.As(harvester.ClassifyError(err, "connecting to Harvester"), &ce) {
+			setClusterCondition(hc, infrav1.HarvesterAvailableCondition, metav1.ConditionFalse, ce.Reason, ce.Message)
+		}
+		return false, errConnection
 	}
 	// Live, whether or not the cache has synced: a precise reason for a failure.
 	version, checkErr := harvester.CheckConnection(ctx, c.Client, hc.Spec.TargetNamespace)

@@ -214,7 +214,8 @@ func (r *HarvesterMachineReconciler) connect(ctx context.Context, s *machineScop
 		setVMCondition(s.hm, metav1.ConditionFalse, infrav1.HarvesterUnreachableReason, "waiting for Harvester to answer")
 		return errNotSynced
 	case err != nil:
-		return err
+		// Building a connection asks Harvester for its API groups: it may not answer.
+		return r.harvesterError(s.hm, err)
 	}
 	s.client = c
 	return nil

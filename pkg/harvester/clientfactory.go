@@ -113,6 +113,8 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 	key := secret.Namespace + "/" + secret.Name
 
 	f.mu.Lock()
+	// A user that switched identity Secrets lets go of the old connection.
+	f.releaseLocked(user, key)
 	c, ok := f.connections[key]
 	if !ok || c.fingerprint != fingerprint || !c.namespaces[namespace] {
 		namespaces := map[string]bool{namespace: true}
@@ -228,8 +230,13 @@ func (f *ClientFactory) connect(kubeconfig []byte, fingerprint string, namespace
 func (f *ClientFactory) Release(user string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.releaseLocked(user, "")
+}
+
+// releaseLocked removes user from every connection except the one keyed keep; f.mu is held.
+func (f *ClientFactory) releaseLocked(user, keep string) {
 	for key, c := range f.connections {
-		if _, ok := c.users[user]; !ok {
+		if _, ok := c.users[user]; !ok || key == keep {
 			continue
 		}
 		delete(c.users, user)
@@ -258,8 +265,8 @@ func kubeconfigError(err error) string {
 	return "it does not parse as a kubeconfig (YAML or JSON); check the Secret's kubeconfig key"
 }
 
-// newLazyMapper discovers Harvester's API groups on first use, so that building a connection
-// needs no request (and works while Harvester is down).
+// newLazyMapper discovers Harvester's API groups as they are needed (building a connection's
+// cache needs those of the cached kinds, so it fails while Harvester does not answer).
 func newLazyMapper(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
 	return apiutil.NewDynamicRESTMapper(cfg, httpClient)
 }

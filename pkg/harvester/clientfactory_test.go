@@ -1,10 +1,14 @@
 package harvester
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -31,4 +35,37 @@ func TestHashedNamesAreUniqueLabels(t *testing.T) {
 	g.Expect(a).NotTo(Equal(b))
 	g.Expect(GuestServiceAccountName("ns", "My_Cluster.1")).To(MatchRegexp(`^guest-my-cluster-1-[0-9a-f]{10}$`))
 	g.Expect(len(LoadBalancerName("ns", strings.Repeat("x", 100)))).To(BeNumerically("<=", 63))
+}
+
+// Connections follow their users: a user that switches identity Secrets, or goes away, does not
+// keep a connection (and its watches) alive.
+func TestFactoryReleasesConnectionsNoLongerUsed(t *testing.T) {
+	g := NewWithT(t)
+	stopped := map[string]bool{}
+	conn := func(name string, users ...string) *connection {
+		c := &connection{users: map[string]string{}, cancel: func() { stopped[name] = true }}
+		for _, u := range users {
+			c.users[u] = "guests"
+		}
+		return c
+	}
+	f := &ClientFactory{connections: map[string]*connection{
+		"ns/old": conn("ns/old", "cluster-a", "machine-a"),
+		"ns/new": conn("ns/new", "cluster-a"),
+	}}
+
+	// cluster-a now uses ns/new (what Get does before it connects).
+	f.mu.Lock()
+	f.releaseLocked("cluster-a", "ns/new")
+	f.mu.Unlock()
+	g.Expect(f.Connections()).To(Equal([]string{"ns/new", "ns/old"}), "machine-a still uses the old one")
+	f.Release("machine-a")
+	g.Expect(f.Connections()).To(Equal([]string{"ns/new"}))
+	g.Expect(stopped).To(Equal(map[string]bool{"ns/old": true}))
+	f.Release("cluster-a")
+	g.Expect(f.Connections()).To(BeEmpty())
+	g.Expect(stopped).To(HaveKey("ns/new"))
+
+	_, err := f.Get(context.Background(), "x", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "empty"}}, "guests")
+	g.Expect(errors.Is(err, ErrInvalidKubeconfig)).To(BeTrue())
 }
