@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/component-base/logs"
@@ -141,11 +140,7 @@ func run(o *options) error {
 			SyncPeriod:        &o.syncPeriod,
 		},
 		Client: client.Options{
-			Cache: &client.CacheOptions{
-				// Secrets are read live: the provider reads few of them and must not cache every
-				// Secret of the management cluster.
-				DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}},
-			},
+			Cache: &client.CacheOptions{DisableFor: controllers.UncachedObjects()},
 		},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Port:    o.webhookPort,

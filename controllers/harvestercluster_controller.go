@@ -504,9 +504,9 @@ func (r *HarvesterClusterReconciler) patch(ctx context.Context, hc *infrav1.Harv
 	); err != nil {
 		return err
 	}
-	return h.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: []string{
+	return ignoreGone(h.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: []string{
 		clusterv1.PausedCondition, clusterv1.ReadyCondition, infrav1.HarvesterAvailableCondition,
 		infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition, infrav1.GuestCredentialsReadyCondition,
 		infrav1.AddonsReadyCondition,
-	}})
+	}}), hc)
 }

@@ -477,7 +477,7 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, hm *infrav1.Harv
 	); err != nil {
 		return err
 	}
-	return h.Patch(ctx, hm, patch.WithOwnedConditions{Conditions: []string{
+	return ignoreGone(h.Patch(ctx, hm, patch.WithOwnedConditions{Conditions: []string{
 		clusterv1.PausedCondition, clusterv1.ReadyCondition, infrav1.VirtualMachineReadyCondition,
-	}})
+	}}), hm)
 }

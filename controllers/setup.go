@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
@@ -31,6 +33,14 @@ type Options struct {
 	CCMImage string
 	// SkipNameValidation lets tests run several managers in one process.
 	SkipNameValidation bool
+}
+
+// UncachedObjects are the kinds the manager's client reads live: the provider reads few Secrets
+// and ConfigMaps and must neither cache every one of the management cluster nor act on a stale
+// identity Secret. main.go and the test bed's management manager both use it (as CAPI's own
+// managers do for the same kinds).
+func UncachedObjects() []client.Object {
+	return []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}
 }
 
 // Setup adds the provider's controllers and their shared Harvester client factory to a manager.

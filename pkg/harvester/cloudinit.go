@@ -38,7 +38,8 @@ func DetectBootstrapFormat(data []byte, declared string) BootstrapFormat {
 	case "ignition":
 		return FormatIgnition
 	}
-	trimmed := bytes.TrimSpace(data)
+	_, body := splitTemplateHeader(data)
+	trimmed := bytes.TrimSpace(body)
 	switch {
 	case bytes.HasPrefix(trimmed, []byte("#cloud-config")):
 		return FormatCloudConfig
@@ -93,7 +94,22 @@ func additions(sshKeys []string) map[string]any {
 	return cfg
 }
 
+// templateHeader is the first line of cloud-config that cloud-init renders as a Jinja template
+// (CAPI's kubeadm bootstrap data starts with it, for `{{ ds.meta_data.local_hostname }}`).
+const templateHeader = "## template: jinja"
+
+// splitTemplateHeader separates a leading "## template: jinja" line from the rest.
+func splitTemplateHeader(data []byte) ([]byte, []byte) {
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if !bytes.HasPrefix(trimmed, []byte(templateHeader)) {
+		return nil, data
+	}
+	line, rest, _ := bytes.Cut(trimmed, []byte("\n"))
+	return bytes.TrimSpace(line), rest
+}
+
 func mergeCloudConfig(bootstrap []byte, sshKeys []string) ([]byte, error) {
+	header, _ := splitTemplateHeader(bootstrap)
 	cfg := map[string]any{}
 	if err := yaml.Unmarshal(bootstrap, &cfg); err != nil {
 		return nil, fmt.Errorf("parsing the bootstrap cloud-config: %w", err)
@@ -117,7 +133,12 @@ func mergeCloudConfig(bootstrap []byte, sshKeys []string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte("#cloud-config\n"), out...), nil
+	// The Jinja header stays first, or cloud-init would not render the template.
+	merged := []byte("#cloud-config\n")
+	if header != nil {
+		merged = append(append(header, '\n'), merged...)
+	}
+	return append(merged, out...), nil
 }
 
 func asList(v any) []any {

@@ -16,6 +16,7 @@ func TestDetectBootstrapFormat(t *testing.T) {
 	}{
 		{"#cloud-config\nruncmd: []\n", "", FormatCloudConfig},
 		{"  \n#cloud-config\n", "", FormatCloudConfig},
+		{"## template: jinja\n#cloud-config\nruncmd: []\n", "", FormatCloudConfig},
 		{"#!/bin/bash\necho hi\n", "", FormatShellScript},
 		{`{"ignition":{"version":"3.4.0"}}`, "", FormatIgnition},
 		{"anything", "ignition", FormatIgnition},
@@ -49,6 +50,22 @@ func TestBuildUserDataMergesCloudConfig(t *testing.T) {
 	again, _, err := BuildUserData(UserDataInput{Bootstrap: out, SSHPublicKeys: []string{"ssh-ed25519 BBB ops"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(again)).To(Equal(string(out)))
+}
+
+// CAPI's kubeadm bootstrap data is a Jinja template: the header must stay first in the merged
+// user data, or cloud-init would not render `{{ ds.meta_data.local_hostname }}`.
+func TestBuildUserDataKeepsTheJinjaHeader(t *testing.T) {
+	g := NewWithT(t)
+	bootstrap := "## template: jinja\n#cloud-config\nruncmd:\n- kubeadm join --node-name '{{ ds.meta_data.local_hostname }}'\n"
+	out, format, err := BuildUserData(UserDataInput{Bootstrap: []byte(bootstrap)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(format).To(Equal(FormatCloudConfig))
+	g.Expect(string(out)).To(HavePrefix("## template: jinja\n#cloud-config\n"))
+	g.Expect(string(out)).To(ContainSubstring("{{ ds.meta_data.local_hostname }}"))
+
+	plain, _, err := BuildUserData(UserDataInput{Bootstrap: []byte("#cloud-config\nruncmd: []\n")})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(plain)).To(HavePrefix("#cloud-config\n"))
 }
 
 func TestBuildUserDataWrapsScriptsAndRefusesIgnition(t *testing.T) {

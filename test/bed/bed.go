@@ -34,6 +34,11 @@ type Options struct {
 	// SetupManagement adds controllers to the management manager before it starts (the
 	// provider's own, as main.go adds them).
 	SetupManagement func(ctx context.Context, b *Bed) error
+	// Kubeadm runs CAPI's kubeadm bootstrap and control-plane providers too, and lets the node
+	// agent bring up a guest's control plane where a VM runs `kubeadm init`. The Harvester's
+	// load-balancer pools must then hand out loopback addresses (127.0.0.0/8), which the guest
+	// apiservers listen on.
+	Kubeadm bool
 }
 
 // Bed is the running test bed.
@@ -68,6 +73,11 @@ func (b *Bed) start(ctx context.Context, o Options) error {
 	if b.ClusterCache, err = testenv.AddCAPICore(ctx, b.Management); err != nil {
 		return err
 	}
+	if o.Kubeadm {
+		if err := testenv.AddKubeadmProviders(ctx, b.Management, b.ClusterCache); err != nil {
+			return err
+		}
+	}
 	if o.SetupManagement != nil {
 		if err := o.SetupManagement(ctx, b); err != nil {
 			return err
@@ -77,6 +87,9 @@ func (b *Bed) start(ctx context.Context, o Options) error {
 		return err
 	}
 	b.Nodes = guest.NewNodeAgent(b.Harvester.Client(), b.Management.Client)
+	if o.Kubeadm {
+		b.Nodes.StartKubeadm = b.startKubeadm
+	}
 	return b.Nodes.SetupWithManager(b.Harvester.Env.Manager)
 }
 
@@ -91,6 +104,37 @@ func (b *Bed) AddGuest(ctx context.Context, namespace, name string, withCCM bool
 	b.mu.Unlock()
 	b.Nodes.AddGuest(g)
 	return g, nil
+}
+
+// startKubeadm brings up a guest's control plane as `kubeadm init` would, and stops it with the bed.
+func (b *Bed) startKubeadm(ctx context.Context, namespace, name string, n *guest.KubeadmNode) (*guest.Cluster, error) {
+	g, err := guest.StartKubeadm(ctx, namespace, name, n)
+	if err != nil {
+		return nil, err
+	}
+	// Kubelets run with --cloud-provider=external: our CCM runs in the guest, from the
+	// Deployment the addons ClusterResourceSet delivers.
+	if g.WithCCM {
+		if err := g.RunCCM(context.WithoutCancel(ctx)); err != nil {
+			return nil, errors.Join(err, g.Stop())
+		}
+	}
+	b.mu.Lock()
+	b.guests = append(b.guests, g)
+	b.mu.Unlock()
+	return g, nil
+}
+
+// Guest returns the running guest of the Cluster namespace/name, or nil.
+func (b *Bed) Guest(namespace, name string) *guest.Cluster {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, g := range b.guests {
+		if g.Namespace == namespace && g.Name == name {
+			return g
+		}
+	}
+	return nil
 }
 
 // Stop deletes every Cluster (CAPI's cluster cache otherwise keeps the manager from stopping),

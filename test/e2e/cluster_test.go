@@ -90,7 +90,8 @@ var _ = Describe("HarvesterCluster", func() {
 			g.Expect(mgmt().Update(ctx, identity)).To(Succeed())
 		}).Should(Succeed())
 		Eventually(func(g Gomega) {
-			g.Expect(conditionOf(g, hc, infrav1.HarvesterAvailableCondition).Status).To(Equal(metav1.ConditionTrue))
+			c := conditionOf(g, hc, infrav1.HarvesterAvailableCondition)
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "%s: %s", c.Reason, c.Message)
 		}).Should(Succeed())
 
 		deleteCluster(tc)

@@ -6,7 +6,9 @@ package guest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -23,6 +25,12 @@ type Cluster struct {
 	// WithCCM says a cloud controller manager runs in the guest: kubelets then register with the
 	// uninitialized taint and no providerID, and the CCM fills it in.
 	WithCCM bool
+	// Kubeadm says the guest is the control plane `kubeadm init` brought up on a Machine (see
+	// StartKubeadm), as opposed to one a test started up front.
+	Kubeadm bool
+
+	certDir string
+	ccm     *ccmPod
 }
 
 // Start starts a guest control plane and writes its kubeconfig Secret into the management
@@ -48,4 +56,14 @@ func Start(ctx context.Context, management client.Client, namespace, name string
 }
 
 // Stop stops the guest control plane.
-func (c *Cluster) Stop() error { return c.Env.Stop() }
+func (c *Cluster) Stop() error {
+	var err error
+	if c.ccm != nil {
+		err = c.ccm.Stop()
+	}
+	err = errors.Join(err, c.Env.Stop())
+	if c.certDir != "" {
+		err = errors.Join(err, os.RemoveAll(c.certDir))
+	}
+	return err
+}

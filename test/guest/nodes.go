@@ -3,6 +3,7 @@ package guest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +33,10 @@ const TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 type NodeAgent struct {
 	harvester  client.Client
 	management client.Client
+
+	// StartKubeadm, when set, brings up the control plane of a cluster whose first VM runs
+	// `kubeadm init` (the bed sets it to StartKubeadm and stops what it starts).
+	StartKubeadm func(ctx context.Context, namespace, name string, n *KubeadmNode) (*Cluster, error)
 
 	mu     sync.Mutex
 	guests []*Cluster
@@ -86,17 +91,78 @@ func (a *NodeAgent) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	guests := slices.Clone(a.guests)
 	a.mu.Unlock()
 	for _, g := range guests {
-		ok, err := a.carries(ctx, g, userData)
+		ok, err := a.carries(ctx, g.Namespace, g.Name, userData)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		if ok {
-			return ctrl.Result{}, a.register(ctx, g, vmi)
+			return a.join(ctx, g, vmi, userData)
+		}
+	}
+	// No running guest yet: a VM that runs `kubeadm init` brings its cluster's control plane up.
+	if a.StartKubeadm != nil {
+		kn, err := ParseKubeadmNode(userData)
+		if err != nil || (kn != nil && kn.Init) {
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			namespace, name, err := a.owner(ctx, userData)
+			if err != nil || name == "" {
+				return ctrl.Result{RequeueAfter: time.Second}, err
+			}
+			g, err := a.StartKubeadm(ctx, namespace, name, kn)
+			if err != nil {
+				return ctrl.Result{}, fmt.Errorf("kubeadm init of %s/%s: %w", namespace, name, err)
+			}
+			a.AddGuest(g)
+			return a.join(ctx, g, vmi, userData)
 		}
 	}
 	// Like a kubelet that cannot join yet, try again: the guest or the Machine's bootstrap
 	// Secret may not be known yet.
 	return ctrl.Result{RequeueAfter: time.Second}, nil
+}
+
+// join registers the VMI's Node in g, as kubelet does once kubeadm init or join has run; a
+// kubeadm join waits for its bootstrap token, and a control-plane node gets kubeadm's labels,
+// taint and static pods.
+func (a *NodeAgent) join(ctx context.Context, g *Cluster, vmi *kubevirtv1.VirtualMachineInstance, userData []byte) (ctrl.Result, error) {
+	var kn *KubeadmNode
+	if g.Kubeadm {
+		var err error
+		if kn, err = ParseKubeadmNode(userData); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if kn != nil && kn.Join {
+		ok, err := hasBootstrapToken(ctx, g.Env.Client, kn.Token)
+		if err != nil || !ok {
+			return ctrl.Result{RequeueAfter: time.Second}, err
+		}
+	}
+	name, err := a.register(ctx, g, vmi, kn)
+	if err != nil || kn == nil || !kn.ControlPlane {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, controlPlanePods(ctx, g.Env.Client, name)
+}
+
+// owner finds the Cluster whose Machine's bootstrap data the user data carries.
+func (a *NodeAgent) owner(ctx context.Context, userData []byte) (string, string, error) {
+	secrets := &corev1.SecretList{}
+	if err := a.management.List(ctx, secrets, client.HasLabels{"cluster.x-k8s.io/cluster-name"}); err != nil {
+		return "", "", err
+	}
+	for _, s := range secrets.Items {
+		if isBootstrapSecret(&s) && CarriesBootstrapData(userData, s.Data["value"]) {
+			return s.Namespace, s.Labels["cluster.x-k8s.io/cluster-name"], nil
+		}
+	}
+	return "", "", nil
+}
+
+func isBootstrapSecret(s *corev1.Secret) bool {
+	return s.Type == "cluster.x-k8s.io/secret" && len(s.Data["value"]) > 0 && !strings.HasSuffix(s.Name, "-kubeconfig")
 }
 
 // userData reads the VMI's cloud-init user data Secret, or nil when it has none.
@@ -128,18 +194,15 @@ func (a *NodeAgent) userData(ctx context.Context, vmi *kubevirtv1.VirtualMachine
 	return nil, nil
 }
 
-// carries tells whether user data delivers the bootstrap data of one of a guest's Machines.
-func (a *NodeAgent) carries(ctx context.Context, g *Cluster, userData []byte) (bool, error) {
+// carries tells whether user data delivers the bootstrap data of one of a cluster's Machines.
+func (a *NodeAgent) carries(ctx context.Context, namespace, cluster string, userData []byte) (bool, error) {
 	secrets := &corev1.SecretList{}
-	if err := a.management.List(ctx, secrets, client.InNamespace(g.Namespace),
-		client.MatchingLabels{"cluster.x-k8s.io/cluster-name": g.Name}); err != nil {
+	if err := a.management.List(ctx, secrets, client.InNamespace(namespace),
+		client.MatchingLabels{"cluster.x-k8s.io/cluster-name": cluster}); err != nil {
 		return false, err
 	}
 	for _, s := range secrets.Items {
-		if s.Type != "cluster.x-k8s.io/secret" || len(s.Data["value"]) == 0 || strings.HasSuffix(s.Name, "-kubeconfig") {
-			continue
-		}
-		if CarriesBootstrapData(userData, s.Data["value"]) {
+		if isBootstrapSecret(&s) && CarriesBootstrapData(userData, s.Data["value"]) {
 			return true, nil
 		}
 	}
@@ -179,12 +242,18 @@ type cloudConfig struct {
 }
 
 type writeFile struct {
-	Path    string `json:"path"`
-	Content string `json:"content"`
+	Path     string `json:"path"`
+	Content  string `json:"content"`
+	Encoding string `json:"encoding"`
 }
 
+// isCloudConfig tells cloud-config, also as a Jinja template (CAPI's kubeadm bootstrap data).
 func isCloudConfig(data []byte) bool {
-	return bytes.HasPrefix(bytes.TrimSpace(data), []byte("#cloud-config"))
+	data = bytes.TrimSpace(data)
+	if rest, ok := bytes.CutPrefix(data, []byte("## template: jinja")); ok {
+		data = bytes.TrimSpace(rest)
+	}
+	return bytes.HasPrefix(data, []byte("#cloud-config"))
 }
 
 func equalYAML(a, b any) bool {
@@ -193,11 +262,20 @@ func equalYAML(a, b any) bool {
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
-// register creates or refreshes the Node of a VMI in a guest, as its kubelet would.
-func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.VirtualMachineInstance) error {
+// register creates or refreshes the Node of a VMI in a guest, as its kubelet would, and
+// returns the Node's name. kn, when the VM runs kubeadm, decides the name, whether a CCM is
+// expected, and the control-plane role.
+func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.VirtualMachineInstance, kn *KubeadmNode) (string, error) {
 	name := vmi.Spec.Hostname
 	if name == "" {
 		name = vmi.Name
+	}
+	withCCM := g.WithCCM
+	if kn != nil {
+		withCCM = kn.ExternalCloudProvider
+		if kn.NodeName != "" {
+			name = kn.NodeName
+		}
 	}
 	c := g.Env.Client
 	node := &corev1.Node{}
@@ -206,17 +284,23 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
 		}}}
-		if g.WithCCM {
-			node.Spec.Taints = []corev1.Taint{{Key: TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		if kn != nil && kn.ControlPlane {
+			// What kubeadm marks a control-plane node with.
+			node.Labels["node-role.kubernetes.io/control-plane"] = ""
+			node.Labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
+			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule})
+		}
+		if withCCM {
+			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 		} else {
 			// No CCM: set what it would have set, so that CAPI can match the Machine.
 			node.Spec.ProviderID = "harvester://" + string(vmOwnerUID(vmi))
 		}
 		if err := c.Create(ctx, node); err != nil {
-			return err
+			return "", err
 		}
 	} else if err != nil {
-		return err
+		return "", err
 	}
 	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("110")}
 	if vmi.Spec.Domain.CPU != nil && vmi.Spec.Domain.CPU.Cores > 0 {
@@ -225,7 +309,10 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 	if vmi.Spec.Domain.Memory != nil && vmi.Spec.Domain.Memory.Guest != nil {
 		capacity[corev1.ResourceMemory] = *vmi.Spec.Domain.Memory.Guest
 	}
+	// The CCM's addresses stay; the rest is what the kubelet posts.
+	addresses := node.Status.Addresses
 	node.Status = corev1.NodeStatus{
+		Addresses:   addresses,
 		Capacity:    capacity,
 		Allocatable: capacity,
 		// What a healthy kubelet reports; CAPI's NodeHealthy reads all four.
@@ -242,13 +329,13 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 		NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.35.4", OperatingSystem: "linux", Architecture: "amd64",
 			OSImage: "Ubuntu 24.04 LTS", ContainerRuntimeVersion: "containerd://2.1.0"},
 	}
-	if !g.WithCCM {
+	if !withCCM {
 		node.Status.Addresses = []corev1.NodeAddress{
 			{Type: corev1.NodeInternalIP, Address: firstIP(vmi)},
 			{Type: corev1.NodeHostName, Address: name},
 		}
 	}
-	return c.Status().Update(ctx, node)
+	return name, c.Status().Update(ctx, node)
 }
 
 // stopped marks the Nodes of a gone VMI NotReady in every guest, as a node controller would

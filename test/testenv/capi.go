@@ -3,16 +3,20 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
+	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/api/core/v1beta2/index"
+	kubeadmbootstrapcontrollers "sigs.k8s.io/cluster-api/bootstrap/kubeadm/controllers"
 	capicontrollers "sigs.k8s.io/cluster-api/controllers"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	kubeadmcontrolplanecontrollers "sigs.k8s.io/cluster-api/controlplane/kubeadm/controllers"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -109,4 +113,37 @@ func KubeconfigSecret(namespace, cluster string, kubeconfig []byte) *corev1.Secr
 		Type: "cluster.x-k8s.io/secret",
 		Data: map[string][]byte{"value": kubeconfig},
 	}
+}
+
+// AddKubeadmProviders adds CAPI's kubeadm bootstrap and control-plane reconcilers to the
+// management environment's manager, as their own managers run them, on the ClusterCache of
+// AddCAPICore. Call before StartManager.
+func AddKubeadmProviders(ctx context.Context, e *Environment, clusterCache clustercache.ClusterCache) error {
+	mgr := e.Manager
+	opts := controller.Options{MaxConcurrentReconciles: 5, SkipNameValidation: ptr.To(true)}
+	if err := (&kubeadmbootstrapcontrollers.KubeadmConfigReconciler{
+		Client: mgr.GetClient(), SecretCachingClient: mgr.GetClient(), ClusterCache: clusterCache,
+		TokenTTL: kubeadmbootstrapcontrollers.DefaultTokenTTL,
+	}).SetupWithManager(ctx, mgr, opts); err != nil {
+		return fmt.Errorf("setting up the kubeadm bootstrap controller: %w", err)
+	}
+	if err := (&kubeadmcontrolplanecontrollers.KubeadmControlPlaneReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SecretCachingClient: mgr.GetClient(),
+		ClusterCache: clusterCache,
+		// etcd is reached through the apiserver's port-forward to a kubelet, which the bed does
+		// not run (docs/decisions/0002-test-bed.md): fail fast rather than wait.
+		EtcdDialTimeout: time.Second, EtcdCallTimeout: time.Second, EtcdLogger: etcdLogger(),
+		RemoteConditionsGracePeriod: 2 * time.Minute,
+	}).SetupWithManager(ctx, mgr, opts); err != nil {
+		return fmt.Errorf("setting up the kubeadm control-plane controller: %w", err)
+	}
+	return nil
+}
+
+// etcdLogger keeps the etcd client's failed dials out of the test output unless TEST_LOG is set.
+func etcdLogger() *zap.Logger {
+	if os.Getenv("TEST_LOG") != "" {
+		return nil
+	}
+	return zap.NewNop()
 }

@@ -42,6 +42,11 @@ type Options struct {
 	MutatingWebhooks   []*admissionv1.MutatingWebhookConfiguration
 	ValidatingWebhooks []*admissionv1.ValidatingWebhookConfiguration
 	SetupWebhooks      func(ctrl.Manager) error
+	// UncachedObjects are kinds the manager's client reads live, as the real manager's does.
+	UncachedObjects []client.Object
+	// ConfigureAPIServer, when set, shapes the kube-apiserver before it starts (listen address,
+	// certificates, authentication, flags).
+	ConfigureAPIServer func(*envtest.APIServer) error
 }
 
 // Environment is a running kube-apiserver and etcd, a direct client to it and a manager (not
@@ -94,6 +99,11 @@ func Start(o Options) (*Environment, error) {
 		env.ControlPlane.GetAPIServer().Out = os.Stderr
 		env.ControlPlane.GetAPIServer().Err = os.Stderr
 	}
+	if o.ConfigureAPIServer != nil {
+		if err := o.ConfigureAPIServer(env.ControlPlane.GetAPIServer()); err != nil {
+			return nil, fmt.Errorf("configuring the %s apiserver: %w", o.Name, err)
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting the %s control plane: %w", o.Name, err)
@@ -116,6 +126,7 @@ func (e *Environment) init(o Options) error {
 	wio := &e.env.WebhookInstallOptions
 	e.Manager, err = ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:  o.Scheme,
+		Client:  client.Options{Cache: &client.CacheOptions{DisableFor: o.UncachedObjects}},
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    wio.LocalServingHost,

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 )
 
 // ManagementScheme knows Kubernetes' kinds, Cluster API's (core, addons, IPAM, runtime, kubeadm
@@ -77,18 +78,28 @@ func ManagementOptions() (Options, error) {
 		return Options{}, err
 	}
 
+	kubeadmContract := map[string]string{"cluster.x-k8s.io/v1beta1": "v1beta1", "cluster.x-k8s.io/v1beta2": "v1beta2"}
+	for _, dir := range []string{
+		filepath.Join(capi, "bootstrap", "kubeadm", "config", "crd", "bases"),
+		filepath.Join(capi, "controlplane", "kubeadm", "config", "crd", "bases"),
+	} {
+		if err := m.addProviderCRDs(dir, kubeadmContract); err != nil {
+			return Options{}, err
+		}
+	}
+
 	return Options{
 		Name:   "management",
 		Scheme: scheme,
 		CRDs:   m.crds,
 		CRDDirectoryPaths: []string{
 			filepath.Join(capi, "config", "crd", "bases"),
-			filepath.Join(capi, "bootstrap", "kubeadm", "config", "crd", "bases"),
-			filepath.Join(capi, "controlplane", "kubeadm", "config", "crd", "bases"),
 		},
 		MutatingWebhooks:   m.mutating,
 		ValidatingWebhooks: m.validating,
 		SetupWebhooks:      setupManagementWebhooks,
+		// As the provider's and CAPI's managers read them.
+		UncachedObjects: controllers.UncachedObjects(),
 	}, nil
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path/filepath"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -92,6 +94,27 @@ func (m *manifests) addFiles(prefix string, paths ...string) error {
 		if err := m.add(data, prefix); err != nil {
 			return fmt.Errorf("reading %s: %w", p, err)
 		}
+	}
+	return nil
+}
+
+// addProviderCRDs reads a provider's CRD bases and labels them with the contract versions
+// they implement, as the provider's config/crd kustomization does (CAPI finds a referenced
+// object's contract version by that label).
+func (m *manifests) addProviderCRDs(dir string, contractLabels map[string]string) error {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return err
+	}
+	before := len(m.crds)
+	if err := m.addFiles("", paths...); err != nil {
+		return err
+	}
+	for _, crd := range m.crds[before:] {
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		maps.Copy(crd.Labels, contractLabels)
 	}
 	return nil
 }

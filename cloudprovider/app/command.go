@@ -1,0 +1,63 @@
+// Package app builds the harvester-cloud-controller-manager command on Kubernetes'
+// cloud-provider framework. The binary runs it, and the test bed runs it in-process for each
+// guest cluster, so both start the CCM the same way.
+package app
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	cloudprovider "k8s.io/cloud-provider"
+	ccmapp "k8s.io/cloud-provider/app"
+	"k8s.io/cloud-provider/app/config"
+	"k8s.io/cloud-provider/names"
+	"k8s.io/cloud-provider/options"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/klog/v2"
+
+	harvestercloud "github.com/seed-0a7eb009/cluster-api-provider-harvester/cloudprovider"
+)
+
+// NewCommand returns the CCM's command; it runs until stop is closed.
+func NewCommand(stop <-chan struct{}) (*cobra.Command, error) {
+	ccmOptions, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		return nil, fmt.Errorf("initialising the command options: %w", err)
+	}
+	opts := &harvestercloud.Options{}
+	flagSets := cliflag.NamedFlagSets{}
+	fs := flagSets.FlagSet("harvester")
+	fs.StringVar(&opts.ManagementNetwork, "management-network", "",
+		"Name of the VM network (the interface name in the VM spec) whose addresses are the nodes' InternalIPs; default: the first network.")
+	fs.StringSliceVar(&opts.NodeIPCIDRs, "node-ip-cidr", nil,
+		"CIDRs that choose a node's InternalIPs when kubelet's --node-ip does not.")
+	fs.StringSliceVar(&opts.ExcludedCIDRs, "excluded-cidr", nil,
+		"CIDRs whose addresses are never reported as node addresses.")
+
+	// The framework gives the initialiser no way to return an error: a CCM that cannot
+	// initialise its cloud exits, as every CCM on this framework does.
+	initCloud := func(cfg *config.CompletedConfig) cloudprovider.Interface {
+		cloud, err := newCloud(cfg, *opts)
+		if err != nil {
+			klog.Fatalf("initialising the harvester cloud provider: %v", err)
+		}
+		return cloud
+	}
+	return ccmapp.NewCloudControllerManagerCommand(ccmOptions, initCloud, ccmapp.DefaultInitFuncConstructors,
+		names.CCMControllerAliases(), flagSets, stop), nil
+}
+
+func newCloud(cfg *config.CompletedConfig, opts harvestercloud.Options) (*harvestercloud.Cloud, error) {
+	shared := cfg.ComponentConfig.KubeCloudShared
+	if shared.CloudProvider.Name != harvestercloud.ProviderName {
+		return nil, fmt.Errorf("--cloud-provider must be %q", harvestercloud.ProviderName)
+	}
+	opts.ClusterName = shared.ClusterName
+	f, err := os.Open(shared.CloudProvider.CloudConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("opening the cloud config: %w", err)
+	}
+	defer f.Close()
+	return harvestercloud.New(f, opts)
+}

@@ -1,0 +1,386 @@
+// Command demo provisions a whole guest cluster on the simulated Harvester, as `make demo` runs
+// it: the test bed (simulated Harvester, management cluster with CAPI core and the kubeadm
+// providers, this provider's controllers), a cluster generated from templates/cluster-template.yaml
+// with clusterctl's templating, progress as it happens, the end state, then deletion and a leak
+// check. Its last line is machine-readable; it exits non-zero on failure.
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+type options struct {
+	name, namespace, target, version string
+	controlPlanes, workers           int
+	timeout                          time.Duration
+}
+
+func main() {
+	o := options{}
+	flag.StringVar(&o.name, "name", "demo", "Name of the guest cluster.")
+	flag.StringVar(&o.namespace, "namespace", "demo", "Management-cluster namespace of the guest cluster.")
+	flag.StringVar(&o.target, "harvester-namespace", "demo", "Harvester namespace the cluster's VMs go to.")
+	flag.StringVar(&o.version, "kubernetes-version", "v1.35.4", "Kubernetes version of the guest cluster.")
+	flag.IntVar(&o.controlPlanes, "control-planes", 1, "Control-plane machines (the simulation runs one: see docs/decisions/0002-test-bed.md).")
+	flag.IntVar(&o.workers, "workers", 2, "Worker machines.")
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "How long provisioning and deletion may take each.")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "demo failed: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, out io.Writer) (err error) {
+	if o.controlPlanes != 1 {
+		return fmt.Errorf("--control-planes=%d: the simulated guests have no etcd to grow, and KCP scales a control plane up only when etcd is healthy; use 1", o.controlPlanes)
+	}
+	if o.workers < 0 {
+		return fmt.Errorf("--workers=%d: must not be negative", o.workers)
+	}
+	p := &progress{out: out, start: time.Now(), seen: map[string]string{}}
+	p.say("starting the simulated Harvester, the management cluster (CAPI core, kubeadm providers) and the provider")
+	opts := harvestersim.DefaultOptions()
+	// The control-plane load balancer's address is where the guest apiserver listens: loopback.
+	opts.IPPools = []harvestersim.IPPoolSpec{{
+		Name: "guests", Subnet: "127.77.0.0/24", RangeStart: "127.77.0.10", RangeEnd: "127.77.0.59",
+		Network: "default/vlan10", Namespace: "*",
+	}}
+	opts.Namespaces = append(opts.Namespaces, o.target)
+	b, err := bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, SetupManagement: func(ctx context.Context, b *bed.Bed) error {
+		// The same setup and defaults as main.go.
+		return controllers.Setup(ctx, b.Management.Manager, controllers.Options{
+			ClusterConcurrency: 10, MachineConcurrency: 10, HarvesterQPS: 20, HarvesterBurst: 30,
+		})
+	}})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, b.Stop(context.WithoutCancel(ctx))) }()
+	p.say("test bed up")
+
+	manifest, err := render(ctx, b, o)
+	if err != nil {
+		return err
+	}
+	objs, err := testenv.DecodeObjects(manifest)
+	if err != nil {
+		return err
+	}
+	mgmt := b.Management.Client
+	if err := mgmt.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.namespace}}); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	created := time.Now()
+	for _, obj := range objs {
+		if err := mgmt.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		p.say(fmt.Sprintf("created %s %s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName()))
+	}
+
+	want := o.controlPlanes + o.workers
+	var provisioned int
+	var endpoint string
+	waitErr := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, o.timeout, true, func(ctx context.Context) (bool, error) {
+		state, err := observe(ctx, b, o)
+		if err != nil {
+			return false, nil //nolint:nilerr // shown next round
+		}
+		p.update(state.facts)
+		provisioned, endpoint = state.provisioned, state.endpoint
+		return provisioned == want && state.ready == want, nil
+	})
+	elapsed := time.Since(created).Round(time.Second)
+	if waitErr != nil {
+		fmt.Fprintf(out, "demo: %d/%d machines provisioned, endpoint %s, %ds; not finished: %v\n", provisioned, want, orNone(endpoint), int(elapsed.Seconds()), waitErr)
+		return fmt.Errorf("the cluster was not provisioned within %s", o.timeout)
+	}
+	p.say(fmt.Sprintf("all %d machines provisioned in %s", want, elapsed))
+	if err := printEndState(ctx, b, o, out); err != nil {
+		return err
+	}
+
+	p.say("deleting the Cluster")
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: o.name}}
+	if err := mgmt.Delete(ctx, cluster); err != nil {
+		return err
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, o.timeout, true, func(ctx context.Context) (bool, error) {
+		if state, err := observe(ctx, b, o); err == nil {
+			p.update(state.facts)
+		}
+		return apierrors.IsNotFound(mgmt.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)), nil
+	}); err != nil {
+		return fmt.Errorf("the Cluster was not deleted within %s: %w", o.timeout, err)
+	}
+	p.say("Cluster deleted")
+	// Nothing may be left; give Harvester's own cascading deletes a moment to finish.
+	var leaks []string
+	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		leaks, err = b.LeakCheck(ctx, o.target)
+		return err == nil && len(leaks) == 0, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, l := range leaks {
+		fmt.Fprintf(out, "  left on Harvester: %s\n", l)
+	}
+	fmt.Fprintf(out, "demo: %d/%d machines provisioned, endpoint %s, %ds; after delete: %d objects left on Harvester\n",
+		provisioned, want, endpoint, int(elapsed.Seconds()), len(leaks))
+	if len(leaks) > 0 {
+		return fmt.Errorf("%d objects left on Harvester", len(leaks))
+	}
+	return nil
+}
+
+// render generates the cluster from cluster-template.yaml as `clusterctl generate cluster` does.
+func render(ctx context.Context, b *bed.Bed, o options) ([]byte, error) {
+	kubeconfig, err := b.Harvester.ProviderKubeconfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return templates.Render("cluster-template.yaml", map[string]string{
+		"CLUSTER_NAME":                o.name,
+		"NAMESPACE":                   o.namespace,
+		"KUBERNETES_VERSION":          o.version,
+		"CONTROL_PLANE_MACHINE_COUNT": fmt.Sprint(o.controlPlanes),
+		"WORKER_MACHINE_COUNT":        fmt.Sprint(o.workers),
+		"HARVESTER_KUBECONFIG_B64":    base64.StdEncoding.EncodeToString(kubeconfig),
+		"HARVESTER_NAMESPACE":         o.target,
+		"HARVESTER_NETWORK":           "default/vlan10",
+		"HARVESTER_IMAGE":             "default/ubuntu-24.04",
+		"HARVESTER_SSH_KEYPAIRS":      "[default/ops]",
+	})
+}
+
+// state is what the demo shows of the cluster at one moment.
+type state struct {
+	// facts are "subject" -> "what it is now", printed when they change.
+	facts       [][2]string
+	provisioned int // Machines with infrastructure provisioned
+	ready       int // Machines with a Node
+	endpoint    string
+}
+
+func observe(ctx context.Context, b *bed.Bed, o options) (*state, error) {
+	s := &state{}
+	mgmt, hv := b.Management.Client, b.Harvester.Client()
+	fact := func(subject, format string, args ...any) {
+		s.facts = append(s.facts, [2]string{subject, fmt.Sprintf(format, args...)})
+	}
+	hc := &infrav1.HarvesterCluster{}
+	if err := mgmt.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.name}, hc); err == nil {
+		for _, c := range hc.Status.Conditions {
+			fact("HarvesterCluster "+o.name+" "+c.Type, "%s (%s)%s", c.Status, c.Reason, message(c.Message))
+		}
+		if hc.Spec.ControlPlaneEndpoint.Host != "" {
+			s.endpoint = fmt.Sprintf("%s:%d", hc.Spec.ControlPlaneEndpoint.Host, hc.Spec.ControlPlaneEndpoint.Port)
+			fact("HarvesterCluster "+o.name+" endpoint", "%s", s.endpoint)
+		}
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := mgmt.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.name}, cluster); err == nil {
+		fact("Cluster "+o.name, "phase %s", orNone(cluster.Status.Phase))
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := mgmt.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.name + "-control-plane"}, kcp); err == nil {
+		if kcp.Status.Initialization.ControlPlaneInitialized != nil && *kcp.Status.Initialization.ControlPlaneInitialized {
+			fact("KubeadmControlPlane "+kcp.Name, "initialized (kube-system/kubeadm-config exists in the guest)")
+		}
+	}
+	machines := &clusterv1.MachineList{}
+	if err := mgmt.List(ctx, machines, client.InNamespace(o.namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: o.name}); err != nil {
+		return nil, err
+	}
+	for _, m := range machines.Items {
+		node := ""
+		if m.Status.NodeRef.IsDefined() {
+			node = ", node " + m.Status.NodeRef.Name
+			s.ready++
+		}
+		if m.Status.Initialization.InfrastructureProvisioned != nil && *m.Status.Initialization.InfrastructureProvisioned {
+			s.provisioned++
+		}
+		fact("Machine "+m.Name, "phase %s%s", orNone(m.Status.Phase), node)
+	}
+	vms := &kubevirtv1.VirtualMachineList{}
+	if err := hv.List(ctx, vms, client.InNamespace(o.target)); err != nil {
+		return nil, err
+	}
+	for _, vm := range vms.Items {
+		fact("VM "+o.target+"/"+vm.Name, "%s", orNone(string(vm.Status.PrintableStatus)))
+	}
+	vmis := &kubevirtv1.VirtualMachineInstanceList{}
+	if err := hv.List(ctx, vmis, client.InNamespace(o.target)); err != nil {
+		return nil, err
+	}
+	for _, vmi := range vmis.Items {
+		fact("VMI "+o.target+"/"+vmi.Name, "%s on %s, IP %s", vmi.Status.Phase, orNone(vmi.Status.NodeName), orNone(firstIP(&vmi)))
+	}
+	lbs := &lbv1.LoadBalancerList{}
+	if err := hv.List(ctx, lbs, client.InNamespace(o.target)); err != nil {
+		return nil, err
+	}
+	for _, lb := range lbs.Items {
+		fact("LoadBalancer "+o.target+"/"+lb.Name, "address %s", orNone(lb.Status.Address))
+	}
+	return s, nil
+}
+
+// progress prints what changed, with the time since the start.
+type progress struct {
+	out   io.Writer
+	start time.Time
+	seen  map[string]string
+}
+
+func (p *progress) say(msg string) {
+	fmt.Fprintf(p.out, "%6.1fs  %s\n", time.Since(p.start).Seconds(), msg)
+}
+
+func (p *progress) update(facts [][2]string) {
+	for _, f := range facts {
+		if p.seen[f[0]] == f[1] {
+			continue
+		}
+		p.seen[f[0]] = f[1]
+		p.say(f[0] + ": " + f[1])
+	}
+}
+
+// printEndState prints kubectl-style tables of the management objects and the Harvester objects.
+func printEndState(ctx context.Context, b *bed.Bed, o options, out io.Writer) error {
+	mgmt, hv := b.Management.Client, b.Harvester.Client()
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	defer w.Flush()
+
+	fmt.Fprintf(w, "\n$ kubectl get clusters,harvesterclusters -n %s\n", o.namespace)
+	cluster := &clusterv1.Cluster{}
+	if err := mgmt.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.name}, cluster); err != nil {
+		return err
+	}
+	hc := &infrav1.HarvesterCluster{}
+	if err := mgmt.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.name}, hc); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "NAME\tPHASE\tENDPOINT\tHARVESTER\tFAILURE DOMAINS")
+	fmt.Fprintf(w, "cluster/%s\t%s\t%s:%d\t%s\t%d\n", cluster.Name, cluster.Status.Phase,
+		cluster.Spec.ControlPlaneEndpoint.Host, cluster.Spec.ControlPlaneEndpoint.Port, hc.Status.HarvesterVersion, len(hc.Status.FailureDomains))
+
+	fmt.Fprintf(w, "\n$ kubectl get machines,harvestermachines -n %s\n", o.namespace)
+	fmt.Fprintln(w, "NAME\tNODE\tPROVIDER ID\tPHASE\tHOST\tADDRESS")
+	machines := &clusterv1.MachineList{}
+	if err := mgmt.List(ctx, machines, client.InNamespace(o.namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: o.name}); err != nil {
+		return err
+	}
+	for _, m := range machines.Items {
+		hm := &infrav1.HarvesterMachine{}
+		if err := mgmt.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: m.Spec.InfrastructureRef.Name}, hm); err != nil {
+			return err
+		}
+		address := ""
+		if len(hm.Status.Addresses) > 0 {
+			address = hm.Status.Addresses[0].Address
+		}
+		fmt.Fprintf(w, "machine/%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Status.NodeRef.Name, m.Spec.ProviderID, m.Status.Phase, hm.Status.VirtualMachine.Host, address)
+	}
+
+	fmt.Fprintf(w, "\n$ kubectl --kubeconfig harvester get vm,lb,pvc,secret,sa,rolebinding -n %s\n", o.target)
+	fmt.Fprintln(w, "KIND\tNAME\tSTATUS")
+	vms := &kubevirtv1.VirtualMachineList{}
+	if err := hv.List(ctx, vms, client.InNamespace(o.target)); err != nil {
+		return err
+	}
+	for _, vm := range vms.Items {
+		fmt.Fprintf(w, "VirtualMachine\t%s\t%s\n", vm.Name, vm.Status.PrintableStatus)
+	}
+	lbs := &lbv1.LoadBalancerList{}
+	if err := hv.List(ctx, lbs, client.InNamespace(o.target)); err != nil {
+		return err
+	}
+	for _, lb := range lbs.Items {
+		fmt.Fprintf(w, "LoadBalancer\t%s\t%s from pool %s\n", lb.Name, lb.Status.Address, lb.Status.AllocatedAddress.IPPool)
+	}
+	pvcs := &corev1.PersistentVolumeClaimList{}
+	if err := hv.List(ctx, pvcs, client.InNamespace(o.target)); err != nil {
+		return err
+	}
+	for _, pvc := range pvcs.Items {
+		fmt.Fprintf(w, "PersistentVolumeClaim\t%s\t%s\n", pvc.Name, pvc.Status.Phase)
+	}
+	secrets := &corev1.SecretList{}
+	if err := hv.List(ctx, secrets, client.InNamespace(o.target)); err != nil {
+		return err
+	}
+	for _, s := range secrets.Items {
+		fmt.Fprintf(w, "Secret\t%s\t%s\n", s.Name, s.Type)
+	}
+	sas := &corev1.ServiceAccountList{}
+	if err := hv.List(ctx, sas, client.InNamespace(o.target)); err != nil {
+		return err
+	}
+	for _, sa := range sas.Items {
+		fmt.Fprintf(w, "ServiceAccount\t%s\t\n", sa.Name)
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+func firstIP(vmi *kubevirtv1.VirtualMachineInstance) string {
+	for _, iface := range vmi.Status.Interfaces {
+		if iface.IP != "" {
+			return iface.IP
+		}
+	}
+	return ""
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func message(m string) string {
+	if m == "" {
+		return ""
+	}
+	if i := strings.IndexByte(m, '\n'); i >= 0 {
+		m = m[:i]
+	}
+	return ": " + m
+}

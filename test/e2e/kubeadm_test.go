@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+var _ = Describe("a kubeadm cluster from cluster-template.yaml", func() {
+	It("comes up with CAPI's kubeadm providers, our CCM in the guest, and leaves nothing behind", func() {
+		const namespace, name, target = "kubeadm", "kc", "h-kubeadm"
+		Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
+		Expect(client.IgnoreAlreadyExists(harvesterClient().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}}))).To(Succeed())
+		// The guest apiserver listens on the load balancer's address: a loopback pool, which
+		// Harvester picks for load balancers on vlan20 (the other tests' are on vlan10).
+		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
+			Name: "loopback", Subnet: "127.77.0.0/24", RangeStart: "127.77.0.10", RangeEnd: "127.77.0.20",
+			Network: "default/vlan20", Namespace: "*",
+		})).To(Succeed())
+		kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
+		Expect(err).NotTo(HaveOccurred())
+
+		manifest, err := templates.Render("cluster-template.yaml", map[string]string{
+			"CLUSTER_NAME":             name,
+			"NAMESPACE":                namespace,
+			"KUBERNETES_VERSION":       "v1.35.4",
+			"HARVESTER_KUBECONFIG_B64": base64.StdEncoding.EncodeToString(kubeconfig),
+			"HARVESTER_NAMESPACE":      target,
+			"HARVESTER_NETWORK":        "default/vlan20",
+			"HARVESTER_IMAGE":          "default/ubuntu-24.04",
+			"HARVESTER_SSH_KEYPAIRS":   "[default/ops]",
+			"WORKER_MACHINE_COUNT":     "2",
+		})
+		Expect(err).NotTo(HaveOccurred())
+		objs, err := testenv.DecodeObjects(manifest)
+		Expect(err).NotTo(HaveOccurred())
+		for _, o := range objs {
+			Expect(mgmt().Create(ctx, o)).To(Succeed(), "creating %s %s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName())
+		}
+
+		By("the control plane comes up on the load balancer's loopback address")
+		cluster := &clusterv1.Cluster{}
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
+			g.Expect(cluster.Spec.ControlPlaneEndpoint.Host).To(HavePrefix("127.77.0."))
+			g.Expect(cluster.Status.Initialization.ControlPlaneInitialized).To(Equal(ptr.To(true)))
+		}).WithTimeout(time.Minute).Should(Succeed())
+		kcp := &controlplanev1.KubeadmControlPlane{}
+		Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, kcp)).To(Succeed())
+
+		By("every Machine gets a Node, initialised by our CCM (providerID, addresses, zone)")
+		Eventually(func(g Gomega) {
+			machines := &clusterv1.MachineList{}
+			g.Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+			g.Expect(machines.Items).To(HaveLen(3))
+			for _, m := range machines.Items {
+				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
+			}
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		g := testBed.Guest(namespace, name)
+		Expect(g).NotTo(BeNil())
+		nodes := &corev1.NodeList{}
+		Expect(g.Env.Client.List(ctx, nodes)).To(Succeed())
+		Expect(nodes.Items).To(HaveLen(3))
+		for _, n := range nodes.Items {
+			Expect(n.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix))
+			Expect(n.Labels).To(HaveKey(corev1.LabelTopologyZone))
+			Expect(n.Status.Addresses).To(ContainElement(HaveField("Type", corev1.NodeInternalIP)))
+			Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", "node.cloudprovider.kubernetes.io/uninitialized")))
+		}
+
+		By("deleting the Cluster removes everything on Harvester")
+		Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
+		}).WithTimeout(2 * time.Minute).Should(BeTrue())
+		leakFree(target)
+	})
+})
