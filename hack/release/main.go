@@ -1,0 +1,29 @@
+// Command release writes the release assets clusterctl reads into a directory:
+// `go run ./hack/release -out out -image ... -ccm-image ...` (what `make release-manifests` runs).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/internal/release"
+)
+
+func main() {
+	out := flag.String("out", "out", "Directory to write the assets to.")
+	root := flag.String("root", ".", "The repository's root directory.")
+	image := flag.String("image", "", "The manager's image (default: config/'s).")
+	ccmImage := flag.String("ccm-image", "", "The guests' cloud controller manager image (default: config/'s).")
+	flag.Parse()
+	names, err := release.Write(*out, release.Options{Root: *root, Image: *image, CCMImage: *ccmImage})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "release:", err)
+		os.Exit(1)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Printf("%s/%s\n", *out, n)
+	}
+}

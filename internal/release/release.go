@@ -1,0 +1,89 @@
+// Package release builds the provider's release assets, the files clusterctl reads from a
+// GitHub release: metadata.yaml, infrastructure-components.yaml and the cluster templates.
+package release
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
+)
+
+// The images config/ names; a release replaces them with its own.
+const (
+	devImage    = "ghcr.io/seed-0a7eb009/cluster-api-provider-harvester:dev"
+	devCCMImage = "ghcr.io/seed-0a7eb009/harvester-cloud-controller-manager:dev"
+)
+
+// Options of a release.
+type Options struct {
+	// Root is the repository's root directory.
+	Root string
+	// Image and CCMImage are the manager's and the guests' CCM images of the release.
+	Image, CCMImage string
+}
+
+// Build returns the release assets by file name.
+func Build(o Options) (map[string][]byte, error) {
+	assets := map[string][]byte{}
+	metadata, err := os.ReadFile(filepath.Join(o.Root, "metadata.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	assets["metadata.yaml"] = metadata
+
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	resources, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(o.Root, "config", "default"))
+	if err != nil {
+		return nil, fmt.Errorf("kustomize config/default: %w", err)
+	}
+	components, err := resources.AsYaml()
+	if err != nil {
+		return nil, err
+	}
+	for from, to := range map[string]string{devImage: o.Image, devCCMImage: o.CCMImage} {
+		if to == "" {
+			continue
+		}
+		if !bytes.Contains(components, []byte(from)) {
+			return nil, fmt.Errorf("config/default no longer names the image %s", from)
+		}
+		components = bytes.ReplaceAll(components, []byte(from), []byte(to))
+	}
+	assets["infrastructure-components.yaml"] = components
+
+	err = fs.WalkDir(templates.Files, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := templates.Files.ReadFile(path)
+		assets[path] = data
+		return err
+	})
+	return assets, err
+}
+
+// Write builds the assets into dir.
+func Write(dir string, o Options) ([]string, error) {
+	assets, err := Build(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var names []string
+	for name, data := range assets {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}

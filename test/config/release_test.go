@@ -1,0 +1,65 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/internal/release"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// The release assets are what clusterctl installs from: `make release-manifests` writes them.
+func TestReleaseAssets(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	_, err := release.Write(dir, release.Options{
+		Root: testenv.RepoRoot(), Image: "ghcr.io/example/capi-harvester:v9.9.9", CCMImage: "ghcr.io/example/ccm:v9.9.9",
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, name := range []string{"metadata.yaml", "infrastructure-components.yaml", "cluster-template.yaml"} {
+		g.Expect(filepath.Join(dir, name)).To(BeAnExistingFile())
+	}
+
+	components, err := os.ReadFile(filepath.Join(dir, "infrastructure-components.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	objs, err := testenv.DecodeObjects(components)
+	g.Expect(err).NotTo(HaveOccurred())
+	var namespaces, crds int
+	var managerImage string
+	var managerArgs []any
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Namespace":
+			namespaces++
+		case "CustomResourceDefinition":
+			crds++
+			g.Expect(o.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1alpha1"), o.GetName())
+		case "Deployment":
+			containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, c := range containers {
+				c := c.(map[string]any)
+				if c["name"] == "manager" {
+					managerImage, _ = c["image"].(string)
+					managerArgs, _ = c["args"].([]any)
+				}
+			}
+		}
+	}
+	g.Expect(namespaces).To(Equal(1))
+	g.Expect(crds).To(Equal(4))
+	g.Expect(managerImage).To(Equal("ghcr.io/example/capi-harvester:v9.9.9"))
+	g.Expect(managerArgs).To(ContainElement("--ccm-image=${CAPHV_CCM_IMAGE:=ghcr.io/example/ccm:v9.9.9}"))
+
+	// Every clusterctl variable of the components is documented.
+	guide, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "getting-started.md"))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, m := range regexp.MustCompile(`\$\{([A-Z0-9_]+)`).FindAllStringSubmatch(string(components), -1) {
+		g.Expect(string(guide)).To(ContainSubstring("`"+m[1]+"`"), "variable %s of infrastructure-components.yaml", m[1])
+	}
+}
