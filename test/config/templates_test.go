@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
@@ -76,6 +78,7 @@ func TestEveryTemplateAppliesToAManagementCluster(t *testing.T) {
 
 	names, err := templates.Names()
 	g.Expect(err).NotTo(HaveOccurred())
+	var unignored []string
 	for i, name := range names {
 		namespace := "tpl-" + string(rune('a'+i))
 		g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})).To(Succeed())
@@ -86,9 +89,82 @@ func TestEveryTemplateAppliesToAManagementCluster(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred(), name)
 		g.Expect(objs).NotTo(BeEmpty())
 		for _, o := range objs {
+			rendered := o.DeepCopy()
 			g.Expect(env.Client.Create(ctx, o)).To(Succeed(), "%s: %s %s", name, o.GetKind(), o.GetName())
+			// What the defaulting webhooks added must not look like drift to GitOps.
+			var added []string
+			addedPaths(rendered.Object["spec"], o.Object["spec"], "/spec", &added)
+			for _, path := range added {
+				if !fleetIgnores(t, o.GetAPIVersion(), o.GetKind(), path) {
+					unignored = append(unignored, fmt.Sprintf("%s: %s %s", name, o.GetKind(), path))
+				}
+			}
 		}
 	}
+	g.Expect(unignored).To(BeEmpty(), "fields the webhooks set that examples/fleet/fleet.yaml does not ignore")
+}
+
+// addedPaths collects the JSON pointers where after has what before has not.
+func addedPaths(before, after any, path string, out *[]string) {
+	switch a := after.(type) {
+	case nil:
+		return
+	case map[string]any:
+		b, ok := before.(map[string]any)
+		if !ok {
+			*out = append(*out, path)
+			return
+		}
+		for k, v := range a {
+			addedPaths(b[k], v, path+"/"+k, out)
+		}
+	case []any:
+		b, ok := before.([]any)
+		if !ok || len(b) != len(a) {
+			*out = append(*out, path)
+			return
+		}
+		for i := range a {
+			addedPaths(b[i], a[i], fmt.Sprintf("%s/%d", path, i), out)
+		}
+	default:
+		// Numbers decode as float64 from YAML and int64 from the apiserver: compare as text.
+		if before == nil || fmt.Sprint(before) != fmt.Sprint(after) {
+			*out = append(*out, path)
+		}
+	}
+}
+
+// fleetIgnores tells whether the example Fleet bundle's comparePatches ignore a field.
+func fleetIgnores(t *testing.T, apiVersion, kind, path string) bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "fleet", "fleet.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bundle struct {
+		Diff struct {
+			ComparePatches []struct {
+				APIVersion   string   `json:"apiVersion"`
+				Kind         string   `json:"kind"`
+				JSONPointers []string `json:"jsonPointers"`
+			} `json:"comparePatches"`
+		} `json:"diff"`
+	}
+	if err := yaml.Unmarshal(data, &bundle); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range bundle.Diff.ComparePatches {
+		if p.APIVersion != apiVersion || p.Kind != kind {
+			continue
+		}
+		for _, pointer := range p.JSONPointers {
+			if path == pointer || strings.HasPrefix(path, pointer+"/") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func TestRenderNamesMissingVariables(t *testing.T) {
