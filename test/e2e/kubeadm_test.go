@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,10 +72,10 @@ var _ = Describe("a kubeadm cluster from cluster-template.yaml", func() {
 				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
 			}
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
-		g := testBed.Guest(namespace, name)
-		Expect(g).NotTo(BeNil())
+		gc := testBed.Guest(namespace, name)
+		Expect(gc).NotTo(BeNil())
 		nodes := &corev1.NodeList{}
-		Expect(g.Env.Client.List(ctx, nodes)).To(Succeed())
+		Expect(gc.Env.Client.List(ctx, nodes)).To(Succeed())
 		Expect(nodes.Items).To(HaveLen(3))
 		for _, n := range nodes.Items {
 			Expect(n.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix))
@@ -82,6 +83,11 @@ var _ = Describe("a kubeadm cluster from cluster-template.yaml", func() {
 			Expect(n.Status.Addresses).To(ContainElement(HaveField("Type", corev1.NodeInternalIP)))
 			Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", "node.cloudprovider.kubernetes.io/uninitialized")))
 		}
+
+		By("the template's CNI reached the guest through its ClusterResourceSet")
+		Eventually(func(g Gomega) {
+			g.Expect(gc.Env.Client.Get(ctx, client.ObjectKey{Namespace: "kube-flannel", Name: "kube-flannel-ds"}, &appsv1.DaemonSet{})).To(Succeed())
+		}).Should(Succeed())
 
 		By("deleting the Cluster removes everything on Harvester")
 		Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
