@@ -26,7 +26,15 @@ func AddonsResourceSetName(cluster string) string { return cluster + "-harvester
 // CCMSecretName is the management-side Secret with the guest's cloud controller manager.
 func CCMSecretName(cluster string) string { return cluster + "-harvester-ccm" }
 
-// reconcileAddons offers the guest its cloud-config and cloud controller manager through a
+// KubeVIPSecretName is the management-side Secret with the guest's kube-vip (Services of type
+// LoadBalancer).
+func KubeVIPSecretName(cluster string) string { return cluster + "-harvester-kube-vip" }
+
+// CSISecretName is the management-side Secret with the guest's Harvester CSI driver.
+func CSISecretName(cluster string) string { return cluster + "-harvester-csi" }
+
+// reconcileAddons offers the guest its cloud-config, our cloud controller manager with kube-vip
+// (spec.addons.cloudProvider) and the Harvester CSI driver (spec.addons.csi) through a
 // ClusterResourceSet (strategy Reconcile, so that renewed tokens reach the guest) that selects
 // the Cluster by the addons label.
 func (r *HarvesterClusterReconciler) reconcileAddons(ctx context.Context, s *clusterScope) error {
@@ -36,6 +44,8 @@ func (r *HarvesterClusterReconciler) reconcileAddons(ctx context.Context, s *clu
 		return nil
 	}
 	resources := []addonsv1.ResourceRef{{Kind: "Secret", Name: CloudConfigSecretName(cluster.Name)}}
+	type addon struct{ secret, key, manifest string }
+	var wanted []addon
 	if hc.Spec.Addons.CloudProviderEnabled() {
 		image := r.CCMImage
 		if image == "" {
@@ -48,10 +58,18 @@ func (r *HarvesterClusterReconciler) reconcileAddons(ctx context.Context, s *clu
 		if err != nil {
 			return fmt.Errorf("rendering the cloud controller manager: %w", err)
 		}
-		if err := r.ensureResourceSetSecret(ctx, hc, cluster, CCMSecretName(cluster.Name), "harvester-ccm.yaml", manifest); err != nil {
+		// kube-vip announces the addresses the CCM gets for Services of type LoadBalancer.
+		wanted = append(wanted, addon{CCMSecretName(cluster.Name), "harvester-ccm.yaml", manifest},
+			addon{KubeVIPSecretName(cluster.Name), "kube-vip.yaml", addons.KubeVIP})
+	}
+	if hc.Spec.Addons.CSIEnabled() {
+		wanted = append(wanted, addon{CSISecretName(cluster.Name), "harvester-csi.yaml", addons.CSI})
+	}
+	for _, a := range wanted {
+		if err := r.ensureResourceSetSecret(ctx, hc, cluster, a.secret, a.key, a.manifest); err != nil {
 			return err
 		}
-		resources = append(resources, addonsv1.ResourceRef{Kind: "Secret", Name: CCMSecretName(cluster.Name)})
+		resources = append(resources, addonsv1.ResourceRef{Kind: "Secret", Name: a.secret})
 	}
 
 	crs := &addonsv1.ClusterResourceSet{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: AddonsResourceSetName(cluster.Name)}}
@@ -98,6 +116,8 @@ func (r *HarvesterClusterReconciler) deleteAddons(ctx context.Context, hc *infra
 	for _, obj := range []client.Object{
 		&addonsv1.ClusterResourceSet{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: AddonsResourceSetName(cluster)}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: CCMSecretName(cluster)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: KubeVIPSecretName(cluster)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: CSISecretName(cluster)}},
 	} {
 		if err := r.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 			return err

@@ -13,6 +13,19 @@ import (
 //go:embed ccm.yaml
 var CCM string
 
+// CSI is the Harvester CSI driver (driver.harvesterhci.io) with its default StorageClass
+// harvester; it has no variables. It reads the same Secret kube-system/harvester-cloud-config as
+// the CCM, so it belongs in the same ClusterResourceSet as that Secret.
+//
+//go:embed csi.yaml
+var CSI string
+
+// KubeVIP is kube-vip for Services of type LoadBalancer only (no control-plane VIP): it announces
+// the addresses the CCM writes into kube-vip.io/loadbalancerIPs. It has no variables.
+//
+//go:embed kube-vip.yaml
+var KubeVIP string
+
 var variable = regexp.MustCompile(`\$\{([A-Z_]+)\}`)
 
 // Render fills a manifest's ${VARIABLES}; a variable without a value is an error.

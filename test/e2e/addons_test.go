@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -40,6 +41,16 @@ var _ = Describe("addons", func() {
 		Expect(ccm.Containers[0].Args).To(ContainElement("--cluster-name=" + harvester.ClusterID(tc.Namespace, tc.Name)))
 		Expect(ccm.Containers[0].VolumeMounts[0].SubPath).To(BeEmpty(), "a renewed token must reach the running process")
 		Expect(ccm.Tolerations).To(ContainElement(HaveField("Key", "node.cloudprovider.kubernetes.io/uninitialized")))
+
+		// kube-vip (for the CCM's load balancers) and the CSI driver with its StorageClass, which
+		// reads the same cloud-config Secret.
+		Eventually(func(g Gomega) {
+			g.Expect(guest.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-vip"}, &appsv1.DaemonSet{})).To(Succeed())
+			g.Expect(guest.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "harvester-csi-driver"}, &appsv1.DaemonSet{})).To(Succeed())
+			sc := &storagev1.StorageClass{}
+			g.Expect(guest.Get(ctx, client.ObjectKey{Name: "harvester"}, sc)).To(Succeed())
+			g.Expect(sc.Provisioner).To(Equal("driver.harvesterhci.io"))
+		}).Should(Succeed())
 
 		hc := tc.HarvesterCluster
 		Eventually(func(g Gomega) {
