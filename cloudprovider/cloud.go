@@ -11,10 +11,13 @@ import (
 	"io"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
@@ -40,6 +43,8 @@ type Cloud struct {
 	namespace string
 	opts      Options
 	addresses harvester.NodeAddressOptions
+	// loadBalancers is set once StartLoadBalancers has started its watches.
+	loadBalancers atomic.Pointer[loadBalancers]
 }
 
 var _ cloudprovider.Interface = &Cloud{}
@@ -112,8 +117,36 @@ func addressOptions(o Options) (harvester.NodeAddressOptions, error) {
 // Namespace is the Harvester namespace of the guest's VMs.
 func (c *Cloud) Namespace() string { return c.namespace }
 
-// LoadBalancer is not served by this version yet.
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+// Initialize starts what runs beside the framework's controllers, with the guest clients of
+// the framework's builder: the topology sync and the watches of the load balancer.
+func (c *Cloud) Initialize(builder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	ctx := wait.ContextForChannel(stop)
+	if guest, err := builder.Client("harvester-topology"); err != nil {
+		klog.ErrorS(err, "creating the guest client for the topology sync; node zones will not follow live migrations")
+	} else {
+		go func() {
+			if err := c.SyncTopology(ctx, guest); err != nil {
+				klog.ErrorS(err, "topology sync stopped")
+			}
+		}()
+	}
+	guest, err := builder.Client("harvester-loadbalancer")
+	if err == nil {
+		err = c.StartLoadBalancers(ctx, guest)
+	}
+	if err != nil {
+		klog.ErrorS(err, "starting the load balancer; Services of type LoadBalancer will not be served")
+	}
+}
+
+// LoadBalancer gives guest Services of type LoadBalancer Harvester load balancers, once
+// Initialize (or StartLoadBalancers) has started its watches.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	if l := c.loadBalancers.Load(); l != nil {
+		return l, true
+	}
+	return nil, false
+}
 
 // Instances is the deprecated interface; InstancesV2 replaces it.
 func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }

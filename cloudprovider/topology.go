@@ -10,11 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -24,23 +22,10 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
 
-// Initialize starts the topology sync: the cloud node controller sets a Node's zone and region
-// once, at registration; after a live migration to a host in another zone they would go stale.
-func (c *Cloud) Initialize(builder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
-	guest, err := builder.Client("harvester-topology")
-	if err != nil {
-		klog.ErrorS(err, "creating the guest client for the topology sync; node zones will not follow live migrations")
-		return
-	}
-	go func() {
-		if err := c.SyncTopology(wait.ContextForChannel(stop), guest); err != nil {
-			klog.ErrorS(err, "topology sync stopped")
-		}
-	}()
-}
-
 // SyncTopology watches the guest's VMIs on Harvester and keeps the zone and region labels of
-// their Nodes equal to the topology Harvester keeps on the VMIs. It runs until ctx ends.
+// their Nodes equal to the topology Harvester keeps on the VMIs: the cloud node controller sets
+// them once, at registration, and after a live migration to a host in another zone they would
+// go stale. It runs until ctx ends.
 func (c *Cloud) SyncTopology(ctx context.Context, guest kubernetes.Interface) error {
 	vmis, err := cache.New(c.config, cache.Options{
 		Scheme:            c.client.Scheme(),

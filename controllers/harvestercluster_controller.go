@@ -423,6 +423,9 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 	if err := r.deleteCredentials(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	if gone, err := r.deleteGuestLoadBalancers(ctx, s); err != nil || !gone {
+		return ctrl.Result{RequeueAfter: guestLBRecheck}, err
+	}
 	lb := &lbv1.LoadBalancer{}
 	name := harvester.LoadBalancerName(hc.Namespace, s.cluster.Name)
 	err := s.client.Get(ctx, client.ObjectKey{Namespace: hc.Spec.TargetNamespace, Name: name}, lb)
@@ -439,6 +442,35 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 		return ctrl.Result{}, r.harvesterError(hc, infrav1.LoadBalancerReadyCondition, harvester.ClassifyError(err, "reading the control-plane load balancer"))
 	}
 	return ctrl.Result{}, r.finishDelete(ctx, s)
+}
+
+// guestLBRecheck is how soon a deletion looks again at load balancers the guest's cloud
+// controller manager made; they are not in the provider's cache, so no event brings it back.
+const guestLBRecheck = 2 * time.Second
+
+// deleteGuestLoadBalancers deletes the load balancers the guest's cloud controller manager made
+// for its Services (labelled with the guest's cluster name, the CCM's --cluster-name), which
+// would otherwise hold their IPs after the guest is gone. It tells whether none is left.
+func (r *HarvesterClusterReconciler) deleteGuestLoadBalancers(ctx context.Context, s *clusterScope) (bool, error) {
+	hc := s.hc
+	lbs := &lbv1.LoadBalancerList{}
+	if err := s.client.List(ctx, lbs, client.InNamespace(hc.Spec.TargetNamespace), client.MatchingLabels{
+		harvester.LabelLBCluster: harvester.LabelValue(harvester.ClusterID(hc.Namespace, s.cluster.Name)),
+	}); err != nil {
+		return false, r.harvesterError(hc, infrav1.LoadBalancerReadyCondition, harvester.ClassifyError(err, "listing the guest's load balancers"))
+	}
+	for i := range lbs.Items {
+		lb := &lbs.Items[i]
+		if !lb.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := s.client.Delete(ctx, lb); client.IgnoreNotFound(err) != nil {
+			return false, r.harvesterError(hc, infrav1.LoadBalancerReadyCondition, harvester.ClassifyError(err, "deleting a load balancer of the guest"))
+		}
+		r.Recorder.Eventf(hc, corev1.EventTypeNormal, "GuestLoadBalancerDeleted", "Deleted load balancer %s/%s that the guest's cloud controller manager made for Service %s/%s",
+			lb.Namespace, lb.Name, lb.Labels[harvester.LabelLBServiceNamespace], lb.Labels[harvester.LabelLBServiceName])
+	}
+	return len(lbs.Items) == 0, nil
 }
 
 // finishDelete lets go of the addons, the connection and the identity Secret, then of the

@@ -17,8 +17,10 @@ import (
 // The load balancer controller's annotations and values (harvester-load-balancer
 // pkg/utils/const.go).
 const (
-	AnnotationLBNetwork = "loadbalancer.harvesterhci.io/network"
-	AnnotationLBCluster = "loadbalancer.harvesterhci.io/cluster"
+	AnnotationLBNetwork   = "loadbalancer.harvesterhci.io/network"
+	AnnotationLBProject   = "loadbalancer.harvesterhci.io/project"
+	AnnotationLBNamespace = "loadbalancer.harvesterhci.io/namespace"
+	AnnotationLBCluster   = "loadbalancer.harvesterhci.io/cluster"
 
 	// AddressAskDHCP is the address of a dhcp load balancer that has no lease yet.
 	AddressAskDHCP = "0.0.0.0"

@@ -14,6 +14,7 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
 
 func deleteCluster(tc *testCluster) {
@@ -65,6 +66,35 @@ var _ = Describe("HarvesterCluster", func() {
 		leakFree(tc.Target)
 		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(identity), identity)).To(Succeed())
 		Expect(identity.Finalizers).NotTo(ContainElement(controllers.IdentityFinalizer), "released with the last cluster that used it")
+	})
+
+	It("deletes the load balancers the guest's CCM made, and only those, with the cluster", func() {
+		tc := newTestCluster("guestlb", "guestlb")
+		guestLB := func(name, cluster string) *lbv1.LoadBalancer {
+			return &lbv1.LoadBalancer{
+				ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: name, Labels: map[string]string{
+					harvester.LabelLBCluster: harvester.LabelValue(cluster), harvester.LabelLBServiceNamespace: "default",
+					harvester.LabelLBServiceName: name,
+				}, Annotations: map[string]string{harvestersim.AnnotationLBNetwork: "default/vlan10"}},
+				Spec: lbv1.LoadBalancerSpec{WorkloadType: lbv1.Cluster, IPAM: lbv1.Pool,
+					Listeners: []lbv1.Listener{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, BackendPort: 30080}}},
+			}
+		}
+		// As the guest's CCM labels them: its --cluster-name is the cluster's ID.
+		ours := guestLB("svc-ours", harvester.ClusterID(tc.Namespace, tc.Name))
+		other := guestLB("svc-other", harvester.ClusterID("elsewhere", tc.Name))
+		Expect(harvesterClient().Create(ctx, ours)).To(Succeed())
+		Expect(harvesterClient().Create(ctx, other)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(ours), ours)).To(Succeed())
+			g.Expect(ours.Status.AllocatedAddress.IP).NotTo(BeEmpty())
+		}).Should(Succeed())
+
+		deleteCluster(tc)
+		Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(ours), ours)).To(Satisfy(apierrors.IsNotFound))
+		Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(other), other)).To(Succeed(), "another cluster's load balancer stays")
+		Expect(harvesterClient().Delete(ctx, other)).To(Succeed())
+		leakFree(tc.Target)
 	})
 
 	It("reports a revoked identity and recovers with a new kubeconfig, without a restart", func() {

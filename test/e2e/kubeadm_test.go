@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
@@ -84,12 +85,27 @@ var _ = Describe("a kubeadm cluster from cluster-template.yaml", func() {
 			Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", "node.cloudprovider.kubernetes.io/uninitialized")))
 		}
 
+		By("a Service of type LoadBalancer in the guest gets a Harvester address from our CCM")
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web",
+				Annotations: map[string]string{harvester.AnnotationServiceNetwork: "default/vlan20"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+		}
+		Expect(gc.Env.Client.Create(ctx, svc)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(gc.Env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
+			g.Expect(svc.Status.LoadBalancer.Ingress).To(HaveLen(1))
+			g.Expect(svc.Status.LoadBalancer.Ingress[0].IP).To(HavePrefix("127.77.0."))
+			g.Expect(svc.Annotations).To(HaveKeyWithValue(harvester.AnnotationKubeVIPLoadBalancerIPs, svc.Status.LoadBalancer.Ingress[0].IP))
+		}).Should(Succeed())
+
 		By("the template's CNI reached the guest through its ClusterResourceSet")
 		Eventually(func(g Gomega) {
 			g.Expect(gc.Env.Client.Get(ctx, client.ObjectKey{Namespace: "kube-flannel", Name: "kube-flannel-ds"}, &appsv1.DaemonSet{})).To(Succeed())
 		}).Should(Succeed())
 
-		By("deleting the Cluster removes everything on Harvester")
+		By("deleting the Cluster removes everything on Harvester, the guest Service's load balancer too")
 		Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
 		Eventually(func() bool {
 			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), cluster))

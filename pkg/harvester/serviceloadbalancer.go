@@ -1,0 +1,194 @@
+package harvester
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"regexp"
+	"strings"
+
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// The vocabulary of the Harvester cloud provider for guest Services of type LoadBalancer. It is
+// the upstream harvester-cloud-provider's, so that Services written for it work unchanged.
+const (
+	cloudProviderPrefix = "cloudprovider.harvesterhci.io/"
+
+	// AnnotationServiceIPAM is `pool` (the default) or `dhcp`; it cannot change once the load
+	// balancer exists.
+	AnnotationServiceIPAM = cloudProviderPrefix + "ipam"
+	// AnnotationServiceNetwork, AnnotationServiceProject and AnnotationServiceNamespace are
+	// copied to the load balancer, where Harvester's IP pool selection reads them.
+	AnnotationServiceNetwork   = cloudProviderPrefix + "network"
+	AnnotationServiceProject   = cloudProviderPrefix + "project"
+	AnnotationServiceNamespace = cloudProviderPrefix + "namespace"
+	// AnnotationServicePrimaryService (`namespace/name`) makes a Service share the address of
+	// another one instead of having a load balancer of its own.
+	AnnotationServicePrimaryService = cloudProviderPrefix + "primary-service"
+	// AnnotationServiceHealthCheckPrefix starts the health-check annotations of the cloud
+	// provider before v0.2.0; Harvester ignores health checks of guest-cluster load balancers.
+	AnnotationServiceHealthCheckPrefix = cloudProviderPrefix + "healthcheck-"
+
+	// AnnotationKubeVIPLoadBalancerIPs tells kube-vip in the guest which address to announce for
+	// a Service; AddressAskDHCP asks it to lease one by DHCP.
+	AnnotationKubeVIPLoadBalancerIPs = "kube-vip.io/loadbalancerIPs"
+
+	// Labels of the load balancers of guest Services: the guest cluster (LabelValue of the
+	// CCM's --cluster-name) and the Service.
+	LabelLBCluster          = cloudProviderPrefix + "cluster"
+	LabelLBServiceNamespace = cloudProviderPrefix + "serviceNamespace"
+	LabelLBServiceName      = cloudProviderPrefix + "serviceName"
+
+	// serviceLBBaseLength is how much of `<cluster>-<namespace>-<name>-` a name keeps before its
+	// 8 hex digits of checksum, as upstream: at most 63 characters in all.
+	serviceLBBaseLength = 55
+)
+
+var (
+	notDNSLabelChars  = regexp.MustCompile(`[^a-z0-9-]+`)
+	notLabelValueChar = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+)
+
+// ServiceLoadBalancerName is the name of the Harvester load balancer of a guest Service, as the
+// upstream cloud provider names it: `<cluster>-<namespace>-<name>-` cut to 55 characters, then
+// 8 hex digits of the CRC-32 of that whole base and the Service's UID (so a re-created Service
+// gets a new load balancer). Characters a DNS label cannot hold become `-` and a base that does
+// not start with a letter gets an `a` in front (upstream does the same for cluster names), so the
+// name is always a valid DNS-1035 label; for names that need neither it equals upstream's.
+func ServiceLoadBalancerName(cluster, namespace, name string, uid types.UID) string {
+	base := notDNSLabelChars.ReplaceAllString(strings.ToLower(cluster+"-"+namespace+"-"+name+"-"), "-")
+	if base[0] < 'a' || base[0] > 'z' {
+		base = "a" + base
+	}
+	sum := crc32.ChecksumIEEE([]byte(base + string(uid)))
+	if len(base) > serviceLBBaseLength {
+		base = base[:serviceLBBaseLength]
+	}
+	return fmt.Sprintf("%s%08x", base, sum)
+}
+
+// LabelValue returns s when it is a valid label value, else a valid one made of its valid
+// characters and a hash of s, at most 63 characters.
+func LabelValue(s string) string {
+	if len(validation.IsValidLabelValue(s)) == 0 {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	suffix := hex.EncodeToString(sum[:])[:10]
+	prefix := notLabelValueChar.ReplaceAllString(s, "-")
+	if len(prefix) > validation.LabelValueMaxLength-len(suffix)-1 {
+		prefix = prefix[:validation.LabelValueMaxLength-len(suffix)-1]
+	}
+	if prefix = strings.Trim(prefix, "-_."); prefix == "" {
+		return suffix
+	}
+	return prefix + "-" + suffix
+}
+
+// ServiceIPAM reads a Service's AnnotationServiceIPAM: pool when absent.
+func ServiceIPAM(svc *corev1.Service) (lbv1.IPAM, error) {
+	switch v := svc.Annotations[AnnotationServiceIPAM]; v {
+	case "", string(lbv1.Pool):
+		return lbv1.Pool, nil
+	case string(lbv1.DHCP):
+		return lbv1.DHCP, nil
+	default:
+		return "", fmt.Errorf("annotation %s of Service %s/%s is %q: it must be %q or %q",
+			AnnotationServiceIPAM, svc.Namespace, svc.Name, v, lbv1.Pool, lbv1.DHCP)
+	}
+}
+
+// LoadBalancerIPAM is a load balancer's IPAM mode; Harvester takes an empty one as pool.
+func LoadBalancerIPAM(lb *lbv1.LoadBalancer) lbv1.IPAM {
+	if lb.Spec.IPAM == lbv1.DHCP {
+		return lbv1.DHCP
+	}
+	return lbv1.Pool
+}
+
+// BuildServiceLoadBalancer returns the Harvester load balancer (in namespace) of a guest Service
+// of the cluster named cluster: workloadType cluster, so Harvester only allocates its address and
+// kube-vip in the guest serves it; listeners from the Service's ports (backend = node port) for
+// the record; backends selected by Harvester's guest-cluster label, which our VMs carry; no
+// health check, which Harvester applies to vm-type load balancers only.
+func BuildServiceLoadBalancer(namespace, cluster string, svc *corev1.Service, ipam lbv1.IPAM) *lbv1.LoadBalancer {
+	lb := &lbv1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace,
+			Name:      ServiceLoadBalancerName(cluster, svc.Namespace, svc.Name, svc.UID),
+			Labels: map[string]string{
+				LabelLBCluster:          LabelValue(cluster),
+				LabelLBServiceNamespace: svc.Namespace,
+				LabelLBServiceName:      svc.Name,
+			},
+			Annotations: map[string]string{AnnotationLBCluster: cluster},
+		},
+		Spec: lbv1.LoadBalancerSpec{
+			Description:           fmt.Sprintf("Service %s/%s of guest cluster %s", svc.Namespace, svc.Name, cluster),
+			WorkloadType:          lbv1.Cluster,
+			IPAM:                  ipam,
+			BackendServerSelector: map[string][]string{LabelHarvesterGuestCluster: {LabelValue(cluster)}},
+		},
+	}
+	for _, p := range svc.Spec.Ports {
+		lb.Spec.Listeners = append(lb.Spec.Listeners, lbv1.Listener{
+			Name: p.Name, Port: p.Port, Protocol: p.Protocol, BackendPort: p.NodePort,
+		})
+	}
+	// Only what the Service sets: Harvester's webhook fills in the others from the namespace and
+	// the guest's VMs, and it would be a fight to clear them.
+	for from, to := range map[string]string{
+		AnnotationServiceNetwork:   AnnotationLBNetwork,
+		AnnotationServiceProject:   AnnotationLBProject,
+		AnnotationServiceNamespace: AnnotationLBNamespace,
+	} {
+		if v := svc.Annotations[from]; v != "" {
+			lb.Annotations[to] = v
+		}
+	}
+	return lb
+}
+
+// UpdateServiceLoadBalancer brings an existing load balancer to what desired (from
+// BuildServiceLoadBalancer) asks, leaving what others set (status, other labels and
+// annotations, an IP pool, the IPAM, which cannot change); it reports whether anything changed.
+func UpdateServiceLoadBalancer(existing, desired *lbv1.LoadBalancer) bool {
+	before := existing.DeepCopy()
+	if existing.Labels == nil {
+		existing.Labels = map[string]string{}
+	}
+	maps.Copy(existing.Labels, desired.Labels)
+	if existing.Annotations == nil {
+		existing.Annotations = map[string]string{}
+	}
+	maps.Copy(existing.Annotations, desired.Annotations)
+	existing.Spec.Description = desired.Spec.Description
+	existing.Spec.WorkloadType = desired.Spec.WorkloadType
+	existing.Spec.Listeners = desired.Spec.Listeners
+	existing.Spec.BackendServerSelector = desired.Spec.BackendServerSelector
+	return !equality.Semantic.DeepEqual(before.ObjectMeta, existing.ObjectMeta) ||
+		!equality.Semantic.DeepEqual(before.Spec, existing.Spec)
+}
+
+// ServiceLoadBalancerAddress is the address kube-vip must announce for the Service of a load
+// balancer: the pool address once Harvester allocated it, AddressAskDHCP for dhcp (kube-vip
+// leases the address itself), "" while there is none.
+func ServiceLoadBalancerAddress(lb *lbv1.LoadBalancer) string {
+	if LoadBalancerIPAM(lb) == lbv1.DHCP {
+		return AddressAskDHCP
+	}
+	for _, a := range []string{lb.Status.AllocatedAddress.IP, lb.Status.Address} {
+		if a != "" && a != AddressAskDHCP {
+			return a
+		}
+	}
+	return ""
+}

@@ -1,0 +1,124 @@
+package harvester
+
+import (
+	"fmt"
+	"hash/crc32"
+	"strings"
+	"testing"
+
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+func TestServiceLoadBalancerName(t *testing.T) {
+	const uid = types.UID("6f1c2f8e-0d0a-4b8e-9a3e-2b7f5c1d9e00")
+	long := strings.Repeat("x", 63)
+	for _, tc := range []struct {
+		name, cluster, namespace, service string
+	}{
+		{"short", "prod", "default", "web"},
+		{"long service name", "prod", "default", long},
+		{"long everything", long, long, long},
+		{"cut at a separator", strings.Repeat("c", 50), "ns", "svc"},
+		{"cluster ID with a dot", "capi-ns.my-cluster", "default", "web"},
+		{"upper case and underscores", "My_Cluster", "default", "web"},
+		{"starting with a digit", "1cluster", "default", "web"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := ServiceLoadBalancerName(tc.cluster, tc.namespace, tc.service, uid)
+			g.Expect(len(got)).To(BeNumerically("<=", 63))
+			g.Expect(validation.IsDNS1123Label(got)).To(BeEmpty())
+			g.Expect(validation.IsDNS1035Label(got)).To(BeEmpty(), "Harvester names a Service after vm-type load balancers")
+			g.Expect(ServiceLoadBalancerName(tc.cluster, tc.namespace, tc.service, uid)).To(Equal(got), "deterministic")
+			g.Expect(ServiceLoadBalancerName(tc.cluster, tc.namespace, tc.service, "another-uid")).NotTo(Equal(got),
+				"a re-created Service gets another load balancer")
+		})
+	}
+
+	t.Run("as upstream names it", func(t *testing.T) {
+		g := NewWithT(t)
+		base := "prod-default-web-"
+		g.Expect(ServiceLoadBalancerName("prod", "default", "web", uid)).To(Equal(
+			fmt.Sprintf("%s%08x", base, crc32.ChecksumIEEE([]byte(base+string(uid))))))
+		base = "prod-default-" + long + "-"
+		g.Expect(ServiceLoadBalancerName("prod", "default", long, uid)).To(Equal(
+			fmt.Sprintf("%s%08x", base[:55], crc32.ChecksumIEEE([]byte(base+string(uid))))))
+	})
+
+	t.Run("distinct for names that share the first 55 characters", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(ServiceLoadBalancerName("prod", "default", long+"a", uid)).NotTo(
+			Equal(ServiceLoadBalancerName("prod", "default", long+"b", uid)))
+	})
+}
+
+func TestLabelValue(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(LabelValue("capi-ns.my-cluster")).To(Equal("capi-ns.my-cluster"))
+	for _, s := range []string{strings.Repeat("a", 80), "my cluster!", "-x-", "///", strings.Repeat("a", 52) + "---b"} {
+		v := LabelValue(s)
+		g.Expect(validation.IsValidLabelValue(v)).To(BeEmpty(), "%q -> %q", s, v)
+		g.Expect(LabelValue(s)).To(Equal(v))
+	}
+	g.Expect(LabelValue("my cluster!")).NotTo(Equal(LabelValue("my cluster?")))
+}
+
+func TestBuildServiceLoadBalancer(t *testing.T) {
+	g := NewWithT(t)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u-1", Annotations: map[string]string{
+			AnnotationServiceNetwork: "default/vlan10", AnnotationServiceProject: "c-1/p-1",
+		}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 30080},
+			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, NodePort: 30053},
+		}},
+	}
+	lb := BuildServiceLoadBalancer("guests", "ns.prod", svc, lbv1.Pool)
+	g.Expect(lb.Namespace).To(Equal("guests"))
+	g.Expect(lb.Name).To(Equal(ServiceLoadBalancerName("ns.prod", "shop", "web", "u-1")))
+	g.Expect(lb.Labels).To(Equal(map[string]string{
+		LabelLBCluster: "ns.prod", LabelLBServiceNamespace: "shop", LabelLBServiceName: "web",
+	}))
+	g.Expect(lb.Annotations).To(Equal(map[string]string{
+		AnnotationLBCluster: "ns.prod", AnnotationLBNetwork: "default/vlan10", AnnotationLBProject: "c-1/p-1",
+	}))
+	g.Expect(lb.Spec.WorkloadType).To(Equal(lbv1.Cluster))
+	g.Expect(lb.Spec.HealthCheck).To(BeNil())
+	g.Expect(lb.Spec.BackendServerSelector).To(Equal(map[string][]string{LabelHarvesterGuestCluster: {"ns.prod"}}))
+	g.Expect(lb.Spec.Listeners).To(Equal([]lbv1.Listener{
+		{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, BackendPort: 30080},
+		{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, BackendPort: 30053},
+	}))
+
+	existing := lb.DeepCopy()
+	existing.Annotations[AnnotationLBNamespace] = "guests" // Harvester's webhook
+	existing.Status.AllocatedAddress.IP = "10.0.0.5"
+	g.Expect(UpdateServiceLoadBalancer(existing, lb)).To(BeFalse())
+	svc.Spec.Ports = svc.Spec.Ports[:1]
+	g.Expect(UpdateServiceLoadBalancer(existing, BuildServiceLoadBalancer("guests", "ns.prod", svc, lbv1.Pool))).To(BeTrue())
+	g.Expect(existing.Spec.Listeners).To(HaveLen(1))
+	g.Expect(existing.Annotations).To(HaveKeyWithValue(AnnotationLBNamespace, "guests"))
+	g.Expect(ServiceLoadBalancerAddress(existing)).To(Equal("10.0.0.5"))
+
+	existing.Spec.IPAM = lbv1.DHCP
+	existing.Status.AllocatedAddress.IP = AddressAskDHCP
+	g.Expect(ServiceLoadBalancerAddress(existing)).To(Equal(AddressAskDHCP))
+	g.Expect(ServiceLoadBalancerAddress(&lbv1.LoadBalancer{})).To(BeEmpty())
+}
+
+func TestServiceIPAM(t *testing.T) {
+	g := NewWithT(t)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
+	g.Expect(ServiceIPAM(svc)).To(Equal(lbv1.Pool))
+	svc.Annotations[AnnotationServiceIPAM] = "dhcp"
+	g.Expect(ServiceIPAM(svc)).To(Equal(lbv1.DHCP))
+	svc.Annotations[AnnotationServiceIPAM] = "static"
+	_, err := ServiceIPAM(svc)
+	g.Expect(err).To(MatchError(ContainSubstring(`"static"`)))
+}
