@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/finalizers"
 	"sigs.k8s.io/cluster-api/util/patch"
@@ -173,6 +174,11 @@ func (r *HarvesterClusterReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	hc := &infrav1.HarvesterCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, hc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// Another system manages this cluster's infrastructure (CAPI's contract): hands off. The
+	// event filter drops its own events; a Cluster's or Secret's can still map here.
+	if annotations.IsExternallyManaged(hc) {
+		return ctrl.Result{}, nil
 	}
 	if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, r.Client, hc, infrav1.ClusterFinalizer); err != nil || finalizerAdded {
 		return ctrl.Result{}, err

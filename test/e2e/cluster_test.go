@@ -68,6 +68,43 @@ var _ = Describe("HarvesterCluster", func() {
 		Expect(identity.Finalizers).NotTo(ContainElement(controllers.IdentityFinalizer), "released with the last cluster that used it")
 	})
 
+	It("leaves an externally managed HarvesterCluster alone", func() {
+		const namespace = "extmgd"
+		Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
+		hc := &infrav1.HarvesterCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "ext",
+				Annotations: map[string]string{clusterv1.ManagedByAnnotation: "someone-else"}},
+			Spec: infrav1.HarvesterClusterSpec{
+				IdentitySecret: infrav1.SecretReference{Name: "not-ours"}, TargetNamespace: "h-" + namespace,
+				ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "192.0.2.10", Port: 6443},
+			},
+		}
+		Expect(mgmt().Create(ctx, hc)).To(Succeed())
+		cluster := &clusterv1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "ext"},
+			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterCluster", Name: hc.Name}},
+		}
+		Expect(mgmt().Create(ctx, cluster)).To(Succeed())
+		// CAPI adopts it (an event our controller maps to it), and a cluster of ours created
+		// after it is fully provisioned: the provider had its chance to act on the first one.
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)).To(Succeed())
+			g.Expect(hc.OwnerReferences).NotTo(BeEmpty())
+		}).Should(Succeed())
+		tc := newTestCluster(namespace, "ours")
+		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)).To(Succeed())
+		Expect(hc.Finalizers).To(BeEmpty())
+		Expect(hc.Status.Conditions).To(BeEmpty())
+
+		Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
+		deleteCluster(tc)
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
+		}).Should(BeTrue())
+		leakFree(tc.Target)
+	})
+
 	It("deletes the load balancers the guest's CCM made, and only those, with the cluster", func() {
 		tc := newTestCluster("guestlb", "guestlb")
 		guestLB := func(name, cluster string) *lbv1.LoadBalancer {
