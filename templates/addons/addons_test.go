@@ -297,3 +297,20 @@ func secretMount(pod corev1.PodSpec, c *corev1.Container) *corev1.VolumeMount {
 	}
 	return nil
 }
+
+// The CCM runs on the host network: a rollout must replace its pod rather than surge, or a
+// single-node guest (one node for the old and the new pod) never finishes it.
+func TestCCMRolloutDoesNotStallOnOneNode(t *testing.T) {
+	g := NewWithT(t)
+	var deploy *appsv1.Deployment
+	for _, obj := range decode(t, CCM, map[string]string{"CLUSTER_NAME": "ns.c", "CCM_IMAGE": "example/ccm:v1"}) {
+		if o, ok := obj.(*appsv1.Deployment); ok {
+			deploy = o
+		}
+	}
+	g.Expect(deploy).NotTo(BeNil())
+	g.Expect(deploy.Spec.Template.Spec.HostNetwork).To(BeTrue())
+	g.Expect(deploy.Spec.Strategy.Type).To(Equal(appsv1.RollingUpdateDeploymentStrategyType))
+	g.Expect(deploy.Spec.Strategy.RollingUpdate.MaxSurge.IntValue()).To(Equal(0))
+	g.Expect(deploy.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue()).To(Equal(1))
+}
