@@ -63,15 +63,60 @@ func requiredValues(namespace string) map[string]string {
 		"HARVESTER_KUBECONFIG_B64": base64.StdEncoding.EncodeToString([]byte("apiVersion: v1\nkind: Config\n")),
 		"HARVESTER_NETWORK":        "default/vlan10",
 		"HARVESTER_IMAGE":          "default/ubuntu-24.04",
+		"RKE2_VERSION":             "v1.33.5+rke2r1",
+		"K3S_VERSION":              "v1.33.5+k3s1",
 	}
+}
+
+// bootstrapProviders are the RKE2 and K3s providers whose CRDs the flavours need, from their
+// modules (the CRDs only: their controllers and webhooks do not run here), with the contract
+// labels of their kustomizations.
+var bootstrapProviders = []struct {
+	module, version, contract string
+}{
+	{"github.com/rancher/cluster-api-provider-rke2", "v0.21.0", "v1alpha1_v1beta1"},
+	{"github.com/k3s-io/cluster-api-k3s", "v0.3.0", "v1beta1_v1beta2"},
+}
+
+// managementWithProviders is a management cluster with the RKE2 and K3s CRDs too.
+func managementWithProviders(t *testing.T) *testenv.Environment {
+	t.Helper()
+	o, err := testenv.ManagementOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range bootstrapProviders {
+		dir, err := testenv.DownloadModule(p.module, p.version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range []string{"bootstrap", "controlplane"} {
+			crds, err := testenv.ProviderCRDs(filepath.Join(dir, sub, "config", "crd", "bases"),
+				map[string]string{"cluster.x-k8s.io/v1beta1": p.contract})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, crd := range crds {
+				if !seen[crd.Name] { // K3s ships its control-plane CRD in both directories
+					seen[crd.Name] = true
+					o.CRDs = append(o.CRDs, crd)
+				}
+			}
+		}
+	}
+	env, err := testenv.Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
 }
 
 // Every template, rendered, is accepted by the management cluster: CAPI's, the kubeadm
 // providers' and this provider's CRDs and webhooks, as clusterctl would apply it.
 func TestEveryTemplateAppliesToAManagementCluster(t *testing.T) {
 	g := NewWithT(t)
-	env, err := testenv.StartManagement()
-	g.Expect(err).NotTo(HaveOccurred())
+	env := managementWithProviders(t)
 	t.Cleanup(func() { g.Expect(env.Stop()).To(Succeed()) })
 	ctx := context.Background()
 	g.Expect(env.StartManager(ctx)).To(Succeed())

@@ -118,3 +118,12 @@ func (m *manifests) addProviderCRDs(dir string, contractLabels map[string]string
 	}
 	return nil
 }
+
+// ProviderCRDs reads a provider's CRD bases with the contract labels its kustomization adds.
+func ProviderCRDs(dir string, contractLabels map[string]string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	m := &manifests{}
+	if err := m.addProviderCRDs(dir, contractLabels); err != nil {
+		return nil, err
+	}
+	return m.crds, nil
+}

@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,4 +61,17 @@ func AssetsDir() (string, error) {
 		return "", fmt.Errorf("no test control plane: run `make test` (or hack/ensure-control-plane.sh) to build kube-apiserver and etcd into bin/k8s")
 	}
 	return filepath.Dir(matches[len(matches)-1]), nil
+}
+
+// DownloadModule fetches a module that is not in go.mod (a provider whose CRDs a test needs,
+// not its code) from the module proxy into the module cache, and returns its directory.
+func DownloadModule(module, version string) (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
+	cmd.Dir = os.TempDir() // outside this module: go.mod stays as it is
+	out, err := cmd.Output()
+	var result struct{ Dir, Error string }
+	if jsonErr := json.Unmarshal(out, &result); jsonErr != nil || result.Dir == "" {
+		return "", fmt.Errorf("downloading %s@%s: %v %s", module, version, err, result.Error)
+	}
+	return result.Dir, nil
 }
