@@ -12,7 +12,7 @@ import (
 
 // Files are the templates as released: cluster-template*.yaml and clusterclass-*.yaml.
 //
-//go:embed cluster-template*.yaml
+//go:embed cluster-template*.yaml clusterclass-*.yaml
 var Files embed.FS
 
 // Names lists the embedded templates.

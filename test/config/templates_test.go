@@ -9,10 +9,17 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	capicontrollers "sigs.k8s.io/cluster-api/controllers"
+	"sigs.k8s.io/cluster-api/feature"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/yaml"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
@@ -109,6 +116,15 @@ func managementWithProviders(t *testing.T) *testenv.Environment {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The topology flavour: CAPI's feature gate (its webhooks run in this process) and its
+	// ClusterClass controller, which the Cluster webhook waits for.
+	if err := feature.MutableGates.Set(string(feature.ClusterTopology) + "=true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&capicontrollers.ClusterClassReconciler{Client: env.Manager.GetClient()}).SetupWithManager(context.Background(), env.Manager,
+		controller.Options{SkipNameValidation: ptr.To(true)}); err != nil {
+		t.Fatal(err)
+	}
 	return env
 }
 
@@ -125,16 +141,34 @@ func TestEveryTemplateAppliesToAManagementCluster(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	var unignored []string
 	for i, name := range names {
+		if strings.HasPrefix(name, "clusterclass-") {
+			continue // applied with the topology flavour, as clusterctl generates them together
+		}
 		namespace := "tpl-" + string(rune('a'+i))
 		g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})).To(Succeed())
 		out, err := templates.Render(name, requiredValues(namespace))
 		g.Expect(err).NotTo(HaveOccurred(), name)
+		if name == "cluster-template-topology.yaml" {
+			class, err := templates.Render("clusterclass-harvester.yaml", requiredValues(namespace))
+			g.Expect(err).NotTo(HaveOccurred())
+			out = append(append(class, []byte("\n---\n")...), out...)
+		}
 		g.Expect(string(out)).NotTo(ContainSubstring("${"), name)
 		objs, err := testenv.DecodeObjects(out)
 		g.Expect(err).NotTo(HaveOccurred(), name)
 		g.Expect(objs).NotTo(BeEmpty())
 		for _, o := range objs {
 			rendered := o.DeepCopy()
+			if o.GetKind() == "Cluster" && name == "cluster-template-topology.yaml" {
+				// The Cluster webhook checks its variables against the ClusterClass once CAPI's
+				// ClusterClass controller has reconciled it.
+				g.Eventually(func(g Gomega) {
+					class := &clusterv1.ClusterClass{}
+					g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "harvester"}, class)).To(Succeed())
+					g.Expect(class.Status.ObservedGeneration).To(Equal(class.Generation))
+					g.Expect(class.Status.Variables).NotTo(BeEmpty())
+				}).WithTimeout(30 * time.Second).Should(Succeed())
+			}
 			g.Expect(env.Client.Create(ctx, o)).To(Succeed(), "%s: %s %s", name, o.GetKind(), o.GetName())
 			// What the defaulting webhooks added must not look like drift to GitOps.
 			var added []string
