@@ -39,6 +39,9 @@ type Options struct {
 	// load-balancer pools must then hand out loopback addresses (127.0.0.0/8), which the guest
 	// apiservers listen on.
 	Kubeadm bool
+	// Topology turns on CAPI's ClusterTopology feature gate and runs its ClusterClass and
+	// topology controllers, for managed topologies (the ClusterClass flavour).
+	Topology bool
 }
 
 // Bed is the running test bed.
@@ -75,6 +78,11 @@ func (b *Bed) start(ctx context.Context, o Options) error {
 	}
 	if o.Kubeadm {
 		if err := testenv.AddKubeadmProviders(ctx, b.Management, b.ClusterCache); err != nil {
+			return err
+		}
+	}
+	if o.Topology {
+		if err := testenv.AddCAPITopology(ctx, b.Management, b.ClusterCache); err != nil {
 			return err
 		}
 	}

@@ -34,7 +34,7 @@ var _ = BeforeSuite(func() {
 	opts := harvestersim.DefaultOptions()
 	var err error
 	start := time.Now()
-	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, SetupManagement: func(ctx context.Context, b *bed.Bed) error {
+	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, Topology: true, SetupManagement: func(ctx context.Context, b *bed.Bed) error {
 		return controllers.Setup(ctx, b.Management.Manager, controllers.Options{
 			ClusterConcurrency: 5, MachineConcurrency: 5, HarvesterQPS: 50, HarvesterBurst: 100, SkipNameValidation: true,
 			TokenLifetime: 10 * time.Minute, Clock: fakeClock,

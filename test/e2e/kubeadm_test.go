@@ -22,36 +22,41 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
-var _ = Describe("a kubeadm cluster from cluster-template.yaml", func() {
-	It("comes up with CAPI's kubeadm providers, our CCM in the guest, and leaves nothing behind", func() {
-		const namespace, name, target = "kubeadm", "kc", "h-kubeadm"
+var _ = Describe("a kubeadm cluster from the cluster templates", func() {
+	DescribeTable("comes up with CAPI's kubeadm providers, our CCM in the guest, and leaves nothing behind", func(namespace, name string, files ...string) {
+		target := "h-" + namespace
 		Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
 		Expect(client.IgnoreAlreadyExists(harvesterClient().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}}))).To(Succeed())
 		// The guest apiserver listens on the load balancer's address: a loopback pool, which
 		// Harvester picks for load balancers on vlan20 (the other tests' are on vlan10).
-		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
-			Name: "loopback", Subnet: "127.77.0.0/24", RangeStart: "127.77.0.10", RangeEnd: "127.77.0.20",
+		Expect(client.IgnoreAlreadyExists(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
+			Name: "loopback", Subnet: "127.77.0.0/24", RangeStart: "127.77.0.10", RangeEnd: "127.77.0.30",
 			Network: "default/vlan20", Namespace: "*",
-		})).To(Succeed())
+		}))).To(Succeed())
 		kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
 		Expect(err).NotTo(HaveOccurred())
 
-		manifest, err := templates.Render("cluster-template.yaml", map[string]string{
-			"CLUSTER_NAME":             name,
-			"NAMESPACE":                namespace,
-			"KUBERNETES_VERSION":       "v1.35.4",
-			"HARVESTER_KUBECONFIG_B64": base64.StdEncoding.EncodeToString(kubeconfig),
-			"HARVESTER_NAMESPACE":      target,
-			"HARVESTER_NETWORK":        "default/vlan20",
-			"HARVESTER_IMAGE":          "default/ubuntu-24.04",
-			"HARVESTER_SSH_KEYPAIRS":   "[default/ops]",
-			"WORKER_MACHINE_COUNT":     "2",
-		})
-		Expect(err).NotTo(HaveOccurred())
-		objs, err := testenv.DecodeObjects(manifest)
-		Expect(err).NotTo(HaveOccurred())
-		for _, o := range objs {
-			Expect(mgmt().Create(ctx, o)).To(Succeed(), "creating %s %s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName())
+		// As `clusterctl generate cluster` renders a flavour (with its ClusterClass first).
+		for _, file := range files {
+			manifest, err := templates.Render(file, map[string]string{
+				"CLUSTER_NAME":             name,
+				"NAMESPACE":                namespace,
+				"KUBERNETES_VERSION":       "v1.35.4",
+				"HARVESTER_KUBECONFIG_B64": base64.StdEncoding.EncodeToString(kubeconfig),
+				"HARVESTER_NAMESPACE":      target,
+				"HARVESTER_NETWORK":        "default/vlan20",
+				"HARVESTER_IMAGE":          "default/ubuntu-24.04",
+				"HARVESTER_SSH_KEYPAIRS":   "[default/ops]",
+				"WORKER_MACHINE_COUNT":     "2",
+			})
+			Expect(err).NotTo(HaveOccurred())
+			objs, err := testenv.DecodeObjects(manifest)
+			Expect(err).NotTo(HaveOccurred())
+			for _, o := range objs {
+				// The Cluster webhook validates a topology against its reconciled ClusterClass.
+				Eventually(func() error { return mgmt().Create(ctx, o) }).Should(Succeed(),
+					"creating %s %s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName())
+			}
 		}
 
 		By("the control plane comes up on the load balancer's loopback address")
@@ -61,8 +66,9 @@ var _ = Describe("a kubeadm cluster from cluster-template.yaml", func() {
 			g.Expect(cluster.Spec.ControlPlaneEndpoint.Host).To(HavePrefix("127.77.0."))
 			g.Expect(cluster.Status.Initialization.ControlPlaneInitialized).To(Equal(ptr.To(true)))
 		}).WithTimeout(time.Minute).Should(Succeed())
-		kcp := &controlplanev1.KubeadmControlPlane{}
-		Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, kcp)).To(Succeed())
+		kcps := &controlplanev1.KubeadmControlPlaneList{}
+		Expect(mgmt().List(ctx, kcps, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+		Expect(kcps.Items).To(HaveLen(1))
 
 		By("every Machine gets a Node, initialised by our CCM (providerID, addresses, zone)")
 		Eventually(func(g Gomega) {
@@ -111,5 +117,8 @@ var _ = Describe("a kubeadm cluster from cluster-template.yaml", func() {
 			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
 		}).WithTimeout(2 * time.Minute).Should(BeTrue())
 		leakFree(target)
-	})
+	},
+		Entry("kubeadm flavour", "kubeadm", "kc", "cluster-template.yaml"),
+		Entry("topology flavour (ClusterClass harvester)", "topology", "tc", "clusterclass-harvester.yaml", "cluster-template-topology.yaml"),
+	)
 })

@@ -17,6 +17,7 @@ import (
 	capicontrollers "sigs.k8s.io/cluster-api/controllers"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	kubeadmcontrolplanecontrollers "sigs.k8s.io/cluster-api/controlplane/kubeadm/controllers"
+	"sigs.k8s.io/cluster-api/feature"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -146,4 +147,35 @@ func etcdLogger() *zap.Logger {
 		return nil
 	}
 	return zap.NewNop()
+}
+
+// AddCAPITopology turns on CAPI's ClusterTopology feature gate (its webhooks run in this
+// process) and adds the ClusterClass and topology reconcilers, as CAPI's manager runs them with
+// that gate on. Call before StartManager.
+func AddCAPITopology(ctx context.Context, e *Environment, clusterCache clustercache.ClusterCache) error {
+	if err := feature.MutableGates.Set(string(feature.ClusterTopology) + "=true"); err != nil {
+		return err
+	}
+	mgr := e.Manager
+	opts := controller.Options{MaxConcurrentReconciles: 5, SkipNameValidation: ptr.To(true)}
+	c, reader := mgr.GetClient(), mgr.GetAPIReader()
+	for _, setup := range []func() error{
+		func() error {
+			return (&capicontrollers.ClusterClassReconciler{Client: c}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capicontrollers.ClusterTopologyReconciler{Client: c, APIReader: reader, ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capicontrollers.MachineDeploymentTopologyReconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, opts)
+		},
+		func() error {
+			return (&capicontrollers.MachineSetTopologyReconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, opts)
+		},
+	} {
+		if err := setup(); err != nil {
+			return fmt.Errorf("setting up Cluster API's topology controllers: %w", err)
+		}
+	}
+	return nil
 }
