@@ -95,6 +95,11 @@ test: verify-generated envtest ## Run every test: unit, envtest and end-to-end o
 envtest: ## Build the test control planes (kube-apiserver, etcd) into bin/k8s once.
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/ensure-control-plane.sh $(KUBEBUILDER_ASSETS) >/dev/null
 
+.PHONY: e2e-harvester
+e2e-harvester: envtest ## The end-to-end suite against a real Harvester: HARVESTER_KUBECONFIG (admin), HARVESTER_NETWORK, HARVESTER_IMAGE [, HARVESTER_LB_IPAM].
+	@test -n "$${HARVESTER_KUBECONFIG:-}" || { echo "set HARVESTER_KUBECONFIG (an admin kubeconfig of Harvester), HARVESTER_NETWORK and HARVESTER_IMAGE" >&2; exit 2; }
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -timeout 60m -v -run '^TestRealHarvester$$' ./test/realharvester/
+
 .PHONY: bench
 bench: envtest ## Measure provisioning on the simulated Harvester and print the figures.
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -run '^$$' -bench . -benchtime 2x ./test/bench/

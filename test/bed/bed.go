@@ -195,7 +195,12 @@ func (b *Bed) deleteClusters(ctx context.Context) error {
 // PVCs, Secrets, LoadBalancers, ServiceAccounts, RoleBindings, ClusterRoleBindings bound to its
 // ServiceAccounts, and IP pool allocations of its load balancers. An empty list means clean.
 func (b *Bed) LeakCheck(ctx context.Context, namespace string) ([]string, error) {
-	c := b.Harvester.Client()
+	return LeakCheck(ctx, b.Harvester.Client(), namespace)
+}
+
+// LeakCheck is Bed.LeakCheck against any Harvester, through an admin client c; the namespace
+// must hold nothing but what the provider made for the clusters under test.
+func LeakCheck(ctx context.Context, c client.Client, namespace string) ([]string, error) {
 	var leaks []string
 	lists := []struct {
 		kind string
