@@ -31,6 +31,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
@@ -128,6 +129,9 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		return fmt.Errorf("the cluster was not provisioned within %s", o.timeout)
 	}
 	p.say(fmt.Sprintf("all %d machines provisioned in %s", want, elapsed))
+	if err := serviceLoadBalancer(ctx, b, o, p); err != nil {
+		return err
+	}
 	if err := printEndState(ctx, b, o, out); err != nil {
 		return err
 	}
@@ -163,6 +167,36 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if len(leaks) > 0 {
 		return fmt.Errorf("%d objects left on Harvester", len(leaks))
 	}
+	return nil
+}
+
+// serviceLoadBalancer creates a Service of type LoadBalancer in the guest and waits for the
+// address our CCM gets for it from Harvester.
+func serviceLoadBalancer(ctx context.Context, b *bed.Bed, o options, p *progress) error {
+	g := b.Guest(o.namespace, o.name)
+	if g == nil {
+		return errors.New("the guest's control plane is not running")
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web",
+			Annotations: map[string]string{harvester.AnnotationServiceNetwork: "default/vlan10"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	if err := g.Env.Client.Create(ctx, svc); err != nil {
+		return fmt.Errorf("creating a Service in the guest: %w", err)
+	}
+	p.say("created Service default/web (type LoadBalancer) in the guest")
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := g.Env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+			return false, nil //nolint:nilerr // next round
+		}
+		return len(svc.Status.LoadBalancer.Ingress) > 0, nil
+	}); err != nil {
+		return fmt.Errorf("the guest's Service got no address from our CCM: %w", err)
+	}
+	p.say(fmt.Sprintf("Service default/web: address %s (kube-vip announces %s)", svc.Status.LoadBalancer.Ingress[0].IP,
+		svc.Annotations[harvester.AnnotationKubeVIPLoadBalancerIPs]))
 	return nil
 }
 
@@ -255,7 +289,7 @@ func observe(ctx context.Context, b *bed.Bed, o options) (*state, error) {
 		return nil, err
 	}
 	for _, lb := range lbs.Items {
-		fact("LoadBalancer "+o.target+"/"+lb.Name, "address %s", orNone(lb.Status.Address))
+		fact("LoadBalancer "+o.target+"/"+lb.Name, "address %s", orNone(lbAddress(&lb)))
 	}
 	return s, nil
 }
@@ -318,6 +352,27 @@ func printEndState(ctx context.Context, b *bed.Bed, o options, out io.Writer) er
 		fmt.Fprintf(w, "machine/%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Status.NodeRef.Name, m.Spec.ProviderID, m.Status.Phase, hm.Status.VirtualMachine.Host, address)
 	}
 
+	if g := b.Guest(o.namespace, o.name); g != nil {
+		fmt.Fprintf(w, "\n$ kubectl --kubeconfig %s.kubeconfig get nodes   # the guest, initialised by our CCM\n", o.name)
+		fmt.Fprintln(w, "NAME\tPROVIDER ID\tZONE\tINTERNAL IP\tROLE")
+		nodes := &corev1.NodeList{}
+		if err := g.Env.Client.List(ctx, nodes); err != nil {
+			return err
+		}
+		for _, n := range nodes.Items {
+			ip, role := "", "worker"
+			for _, a := range n.Status.Addresses {
+				if a.Type == corev1.NodeInternalIP && ip == "" {
+					ip = a.Address
+				}
+			}
+			if _, ok := n.Labels["node-role.kubernetes.io/control-plane"]; ok {
+				role = "control-plane"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.Spec.ProviderID, n.Labels[corev1.LabelTopologyZone], ip, role)
+		}
+	}
+
 	fmt.Fprintf(w, "\n$ kubectl --kubeconfig harvester get vm,lb,pvc,secret,sa,rolebinding -n %s\n", o.target)
 	fmt.Fprintln(w, "KIND\tNAME\tSTATUS")
 	vms := &kubevirtv1.VirtualMachineList{}
@@ -332,7 +387,7 @@ func printEndState(ctx context.Context, b *bed.Bed, o options, out io.Writer) er
 		return err
 	}
 	for _, lb := range lbs.Items {
-		fmt.Fprintf(w, "LoadBalancer\t%s\t%s from pool %s\n", lb.Name, lb.Status.Address, lb.Status.AllocatedAddress.IPPool)
+		fmt.Fprintf(w, "LoadBalancer\t%s\t%s from pool %s (%s)\n", lb.Name, lbAddress(&lb), lb.Status.AllocatedAddress.IPPool, lb.Spec.WorkloadType)
 	}
 	pvcs := &corev1.PersistentVolumeClaimList{}
 	if err := hv.List(ctx, pvcs, client.InNamespace(o.target)); err != nil {
@@ -357,6 +412,15 @@ func printEndState(ctx context.Context, b *bed.Bed, o options, out io.Writer) er
 	}
 	fmt.Fprintln(w)
 	return nil
+}
+
+// lbAddress is a load balancer's address: status.address for VM load balancers, the allocated
+// one for guest-cluster load balancers (which kube-vip announces).
+func lbAddress(lb *lbv1.LoadBalancer) string {
+	if lb.Status.Address != "" {
+		return lb.Status.Address
+	}
+	return lb.Status.AllocatedAddress.IP
 }
 
 func firstIP(vmi *kubevirtv1.VirtualMachineInstance) string {
