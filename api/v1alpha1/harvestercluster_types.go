@@ -96,7 +96,10 @@ type LoadBalancerSpec struct {
 	IPPoolName string `json:"ipPoolName,omitempty"`
 
 	// network is the Harvester VM network (`namespace/name` of its NetworkAttachmentDefinition)
-	// the address is taken on. Used to select an IPPool.
+	// the address is on, recorded as the load balancer's `loadbalancer.harvesterhci.io/network`
+	// annotation. Harvester's load-balancer webhook (v1.5) replaces that annotation on load
+	// balancers of VMs, so Harvester chooses the IPPool by namespace and project (or ipPoolName
+	// names it), not by this network.
 	// +optional
 	// +kubebuilder:validation:MaxLength=317
 	Network string `json:"network,omitempty"`

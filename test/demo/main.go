@@ -76,7 +76,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	// The control-plane load balancer's address is where the guest apiserver listens: loopback.
 	opts.IPPools = []harvestersim.IPPoolSpec{{
 		Name: "guests", Subnet: "127.77.0.0/24", RangeStart: "127.77.0.10", RangeEnd: "127.77.0.59",
-		Network: "default/vlan10", Namespace: "*",
+		Namespace: "*",
 	}}
 	opts.Namespaces = append(opts.Namespaces, o.target)
 	b, err := bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, SetupManagement: func(ctx context.Context, b *bed.Bed) error {
@@ -178,8 +178,7 @@ func serviceLoadBalancer(ctx context.Context, b *bed.Bed, o options, p *progress
 		return errors.New("the guest's control plane is not running")
 	}
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web",
-			Annotations: map[string]string{harvester.AnnotationServiceNetwork: "default/vlan10"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
 			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}

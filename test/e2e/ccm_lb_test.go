@@ -168,18 +168,28 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 	}
 
 	It("gives a Service a pool address, shares it with secondary Services and frees it", func() {
+		// A pool for this guest's Services: Harvester picks it by the load balancers' namespace
+		// (its webhook replaces the network the Service asks for; see docs/cloud-provider.md).
+		const services = "ccmlb-services"
+		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
+			Name: services, Subnet: "10.10.0.0/16", RangeStart: "10.10.101.10", RangeEnd: "10.10.101.59",
+			Namespace: tc.Target,
+		})).To(Succeed())
+		DeferCleanup(func() {
+			Expect(harvesterClient().Delete(ctx, &lbv1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: services}})).To(Succeed())
+		})
 		web := create(lbService("web", map[string]string{
 			harvester.AnnotationServiceNetwork: "default/vlan10",
 			// Rancher's UI writes these for the cloud provider before v0.2.0.
 			harvester.AnnotationServiceHealthCheckPrefix + "port": "80",
 		}, tcp(80), tcp(443)))
-		free := pool(Default, "guests").Status.Available
+		free := pool(Default, services).Status.Available
 
 		status, err := ensure(web)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status.Ingress).To(HaveLen(1))
 		ip := status.Ingress[0].IP
-		Expect(ip).To(HavePrefix("10.10.100."))
+		Expect(ip).To(HavePrefix("10.10.101."))
 		Expect(kubeVIP(web)(Default)).To(Equal(ip), "kube-vip is told the address")
 
 		name := balancer.GetLoadBalancerName(ctx, clusterName, web)
@@ -190,7 +200,8 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		Expect(lb.Labels).To(Equal(map[string]string{
 			harvester.LabelLBCluster: clusterName, harvester.LabelLBServiceNamespace: "default", harvester.LabelLBServiceName: "web",
 		}))
-		Expect(lb.Annotations).To(HaveKeyWithValue(harvester.AnnotationLBNetwork, "default/vlan10"))
+		// Asked for, then replaced by Harvester's webhook (no node-driver VMs here).
+		Expect(lb.Annotations).To(HaveKeyWithValue(harvester.AnnotationLBNetwork, ""))
 		Expect(lb.Annotations).To(HaveKeyWithValue(harvester.AnnotationLBCluster, clusterName))
 		Expect(lb.Spec.BackendServerSelector).To(Equal(map[string][]string{harvester.LabelHarvesterGuestCluster: {clusterName}}))
 		Expect(lb.Spec.HealthCheck).To(BeNil())
@@ -200,7 +211,7 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 			lbv1.Listener{Name: "tcp-80", Port: 80, Protocol: corev1.ProtocolTCP, BackendPort: svc.Spec.Ports[0].NodePort},
 			lbv1.Listener{Name: "tcp-443", Port: 443, Protocol: corev1.ProtocolTCP, BackendPort: svc.Spec.Ports[1].NodePort},
 		))
-		Expect(pool(Default, "guests").Status.Allocated).To(HaveKeyWithValue(ip, tc.Target+"/"+name))
+		Expect(pool(Default, services).Status.Allocated).To(HaveKeyWithValue(ip, tc.Target+"/"+name))
 		_, exists, err := balancer.GetLoadBalancer(ctx, clusterName, web)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(exists).To(BeTrue())
@@ -279,7 +290,7 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		Expect(guestAdmin.Delete(ctx, web)).To(Succeed())
 		lbGone(name)
 		Eventually(func(g Gomega) {
-			p := pool(g, "guests")
+			p := pool(g, services)
 			g.Expect(p.Status.Allocated).NotTo(HaveKey(ip))
 			g.Expect(p.Status.Available).To(Equal(free))
 		}).Should(Succeed())
@@ -300,10 +311,8 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		factory.Start(scCtx.Done())
 		go controller.Run(scCtx, 2, controllersmetrics.NewControllerManagerMetrics("service-controller-test"))
 
-		By("failing while Harvester has no pool for the Service's network")
-		// A network no other test's pool serves.
-		const network = "default/ccmlb-late"
-		late := create(lbService("late", map[string]string{harvester.AnnotationServiceNetwork: network}, tcp(80)))
+		By("failing while Harvester has no pool for the guest's Services")
+		late := create(lbService("late", nil, tcp(80)))
 		Eventually(events(late), time.Minute).Should(event("SyncLoadBalancerFailed", "no matched IPPool"))
 		name := balancer.GetLoadBalancerName(ctx, clusterName, late)
 
@@ -311,7 +320,7 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		lateIPs := "ccmlb-late"
 		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
 			Name: lateIPs, Subnet: "10.30.0.0/16", RangeStart: "10.30.100.10", RangeEnd: "10.30.100.19",
-			Network: network, Namespace: tc.Target,
+			Namespace: tc.Target,
 		})).To(Succeed())
 		allocated := time.Now()
 		var ip string

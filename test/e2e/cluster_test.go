@@ -14,7 +14,6 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
 
 func deleteCluster(tc *testCluster) {
@@ -112,7 +111,7 @@ var _ = Describe("HarvesterCluster", func() {
 				ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: name, Labels: map[string]string{
 					harvester.LabelLBCluster: harvester.LabelValue(cluster), harvester.LabelLBServiceNamespace: "default",
 					harvester.LabelLBServiceName: name,
-				}, Annotations: map[string]string{harvestersim.AnnotationLBNetwork: "default/vlan10"}},
+				}},
 				Spec: lbv1.LoadBalancerSpec{WorkloadType: lbv1.Cluster, IPAM: lbv1.Pool,
 					Listeners: []lbv1.Listener{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, BackendPort: 30080}}},
 			}

@@ -32,6 +32,9 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	opts := harvestersim.DefaultOptions()
+	// The control planes' pool serves load balancers of VMs only; guest Services get pools of
+	// their own in the tests that make them.
+	opts.IPPools[0].GuestCluster = "none"
 	var err error
 	start := time.Now()
 	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, Topology: true, SetupManagement: func(ctx context.Context, b *bed.Bed) error {

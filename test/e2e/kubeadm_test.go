@@ -23,16 +23,17 @@ import (
 )
 
 var _ = Describe("a kubeadm cluster from the cluster templates", func() {
-	DescribeTable("comes up with CAPI's kubeadm providers, our CCM in the guest, and leaves nothing behind", func(namespace, name string, files ...string) {
+	DescribeTable("comes up with CAPI's kubeadm providers, our CCM in the guest, and leaves nothing behind", func(namespace, name, firstIP, lastIP string, files ...string) {
 		target := "h-" + namespace
 		Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
 		Expect(client.IgnoreAlreadyExists(harvesterClient().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}}))).To(Succeed())
-		// The guest apiserver listens on the load balancer's address: a loopback pool, which
-		// Harvester picks for load balancers on vlan20 (the other tests' are on vlan10).
-		Expect(client.IgnoreAlreadyExists(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
-			Name: "loopback", Subnet: "127.77.0.0/24", RangeStart: "127.77.0.10", RangeEnd: "127.77.0.30",
-			Network: "default/vlan20", Namespace: "*",
-		}))).To(Succeed())
+		// The guest apiserver listens on the load balancer's address: a loopback pool for the
+		// cluster's Harvester namespace, preferred there to the VM-only default pool, and serving
+		// the guest's Services too.
+		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
+			Name: "loopback-" + namespace, Subnet: "127.77.0.0/24", RangeStart: firstIP, RangeEnd: lastIP,
+			Namespace: target, Priority: 10,
+		})).To(Succeed())
 		kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
 		Expect(err).NotTo(HaveOccurred())
 
@@ -93,8 +94,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 
 		By("a Service of type LoadBalancer in the guest gets a Harvester address from our CCM")
 		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web",
-				Annotations: map[string]string{harvester.AnnotationServiceNetwork: "default/vlan20"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
 				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 		}
@@ -118,7 +118,8 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		}).WithTimeout(2 * time.Minute).Should(BeTrue())
 		leakFree(target)
 	},
-		Entry("kubeadm flavour", "kubeadm", "kc", "cluster-template.yaml"),
-		Entry("topology flavour (ClusterClass harvester)", "topology", "tc", "clusterclass-harvester.yaml", "cluster-template-topology.yaml"),
+		Entry("kubeadm flavour", "kubeadm", "kc", "127.77.0.10", "127.77.0.19", "cluster-template.yaml"),
+		Entry("topology flavour (ClusterClass harvester)", "topology", "tc", "127.77.0.20", "127.77.0.29",
+			"clusterclass-harvester.yaml", "cluster-template-topology.yaml"),
 	)
 })

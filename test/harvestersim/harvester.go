@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"os"
 	"sync"
 	"time"
@@ -70,6 +71,9 @@ type IPPoolSpec struct {
 	Gateway    string
 	Network    string // selector.network, `namespace/name`; empty matches LBs that name none
 	Namespace  string // selector scope namespace; "*" for all
+	// GuestCluster is the scope's guest cluster (the load balancer's cluster annotation); empty
+	// means "*", "none" only load balancers without one (those of VMs).
+	GuestCluster string
 	Priority   uint32
 	Global     bool // labelled as the global pool
 }
@@ -87,9 +91,10 @@ func DefaultOptions() Options {
 			{Namespace: "default", Name: "vlan10", VLAN: 10, CIDRs: []string{"10.10.0.0/16"}},
 			{Namespace: "default", Name: "vlan20", VLAN: 20, CIDRs: []string{"10.20.0.0/16", "fd00:20::/64"}},
 		},
+		// Selected by scope only: Harvester's webhook empties the network of VM load balancers.
 		IPPools: []IPPoolSpec{{
 			Name: "guests", Subnet: "10.10.0.0/16", RangeStart: "10.10.100.10", RangeEnd: "10.10.100.59",
-			Gateway: "10.10.0.1", Network: "default/vlan10", Namespace: "*",
+			Gateway: "10.10.0.1", Namespace: "*",
 		}},
 		DHCPCIDR:   "10.10.200.0/24",
 		Namespaces: []string{"default", "guests"},
@@ -163,7 +168,8 @@ func Start(ctx context.Context, o Options) (*Harvester, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := testenv.Start(testenv.Options{Name: "harvester", Scheme: scheme, CRDs: crds})
+	env, err := testenv.Start(testenv.Options{Name: "harvester", Scheme: scheme, CRDs: crds,
+		MutatingWebhooks: []*admissionv1.MutatingWebhookConfiguration{lbWebhook()}, SetupWebhooks: setupLBWebhook})
 	if err != nil {
 		return nil, err
 	}

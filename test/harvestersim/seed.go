@@ -242,7 +242,14 @@ func (h *Harvester) AddIPPool(ctx context.Context, p IPPoolSpec) error {
 		},
 	}
 	if p.Namespace != "" {
-		pool.Spec.Selector.Scope = []lbv1.Tuple{{Project: "*", Namespace: p.Namespace, GuestCluster: "*"}}
+		cluster := p.GuestCluster
+		switch cluster {
+		case "":
+			cluster = "*"
+		case "none":
+			cluster = ""
+		}
+		pool.Spec.Selector.Scope = []lbv1.Tuple{{Project: "*", Namespace: p.Namespace, GuestCluster: cluster}}
 	}
 	if p.Global {
 		pool.Labels = map[string]string{LabelGlobalIPPool: "true"}

@@ -33,12 +33,18 @@ const ns = "guests"
 func TestMain(m *testing.M) {
 	var err error
 	opts := harvestersim.DefaultOptions()
-	opts.IPPools = append(opts.IPPools,
-		harvestersim.IPPoolSpec{Name: "tiny", Subnet: "10.30.0.0/24", RangeStart: "10.30.0.10", RangeEnd: "10.30.0.11",
-			Gateway: "10.30.0.1", Network: "default/tiny", Namespace: "*"},
-		harvestersim.IPPoolSpec{Name: "global", Subnet: "10.40.0.0/24", RangeStart: "10.40.0.10", RangeEnd: "10.40.0.99",
+	// Pools selected as Harvester selects them once its webhook has rewritten a load balancer's
+	// annotations: by namespace and guest cluster (the network only for node-driver guests).
+	opts.IPPools = []harvestersim.IPPoolSpec{
+		{Name: "guests", Subnet: "10.10.0.0/16", RangeStart: "10.10.100.10", RangeEnd: "10.10.100.59",
+			Gateway: "10.10.0.1", Namespace: ns, GuestCluster: "none"},
+		{Name: "tiny", Subnet: "10.30.0.0/24", RangeStart: "10.30.0.10", RangeEnd: "10.30.0.11",
+			Gateway: "10.30.0.1", Namespace: "*", GuestCluster: "tiny", Priority: 10},
+		{Name: "node-driver", Subnet: "10.50.0.0/24", RangeStart: "10.50.0.10", RangeEnd: "10.50.0.20",
+			Gateway: "10.50.0.1", Network: "default/vlan20", Namespace: "*"},
+		{Name: "global", Subnet: "10.40.0.0/24", RangeStart: "10.40.0.10", RangeEnd: "10.40.0.99",
 			Gateway: "10.40.0.1", Global: true},
-	)
+	}
 	sim, err = harvestersim.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -327,8 +333,12 @@ func readyCondition(lb *lbv1.LoadBalancer) lbv1.Condition {
 func TestLoadBalancerGetsAPoolAddressBySelectorAndKeepsIt(t *testing.T) {
 	g := NewWithT(t)
 	RegisterTestingT(t)
+	// The client asks for a network; Harvester's webhook empties it for a VM load balancer and
+	// records the namespace, so the pool is chosen by its namespace scope.
 	lb := loadBalancer("cp", func(lb *lbv1.LoadBalancer) { lb.Annotations[harvestersim.AnnotationLBNetwork] = "default/vlan10" })
 	g.Expect(sim.Client().Create(ctx, lb)).To(Succeed())
+	g.Expect(lb.Annotations).To(HaveKeyWithValue(harvestersim.AnnotationLBNetwork, ""))
+	g.Expect(lb.Annotations).To(HaveKeyWithValue(harvestersim.AnnotationLBNamespace, ns))
 
 	var ip string
 	g.Eventually(func(g Gomega) {
@@ -376,7 +386,7 @@ func TestLoadBalancerGetsAPoolAddressBySelectorAndKeepsIt(t *testing.T) {
 func TestLoadBalancerWithoutMatchingPoolUsesTheGlobalPool(t *testing.T) {
 	g := NewWithT(t)
 	RegisterTestingT(t)
-	g.Expect(sim.Client().Create(ctx, loadBalancer("global", nil))).To(Succeed())
+	g.Expect(sim.Client().Create(ctx, loadBalancer("global", guestLB("nobody")))).To(Succeed())
 	defer deleteLB(t, "global")
 	g.Eventually(func(g Gomega) {
 		got := getLB(g, "global")
@@ -385,10 +395,42 @@ func TestLoadBalancerWithoutMatchingPoolUsesTheGlobalPool(t *testing.T) {
 	}, 10*time.Second).Should(Succeed())
 }
 
+// guestLB makes a load balancer a guest cluster's (workloadType cluster), as a CCM makes them.
+func guestLB(cluster string) func(*lbv1.LoadBalancer) {
+	return func(lb *lbv1.LoadBalancer) {
+		lb.Spec.WorkloadType, lb.Spec.BackendServerSelector, lb.Spec.HealthCheck = lbv1.Cluster, nil, nil
+		lb.Annotations[harvestersim.AnnotationLBCluster] = cluster
+	}
+}
+
+// Harvester's webhook takes a guest load balancer's network from the first node-driver VM of
+// its cluster (name prefix, creator label), which then selects the pool.
+func TestGuestLoadBalancerNetworkComesFromNodeDriverVMs(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	g.Expect(sim.Client().Create(ctx, vm("rke-pool1-abc", func(v *kubevirtv1.VirtualMachine) {
+		v.Spec.Template.ObjectMeta.Labels["harvesterhci.io/creator"] = "docker-machine-driver-harvester"
+		v.Spec.Template.Spec.Networks[0].Multus.NetworkName = "default/vlan20"
+	}))).To(Succeed())
+	defer deleteVM(t, "rke-pool1-abc")
+	g.Eventually(func(g Gomega) {
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "rke-pool1-abc"}, vmi)).To(Succeed())
+	}, 10*time.Second).Should(Succeed())
+
+	lb := loadBalancer("rke-svc", guestLB("rke"))
+	g.Expect(sim.Client().Create(ctx, lb)).To(Succeed())
+	defer deleteLB(t, "rke-svc")
+	g.Expect(lb.Annotations).To(HaveKeyWithValue(harvestersim.AnnotationLBNetwork, "default/vlan20"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(getLB(g, "rke-svc").Status.AllocatedAddress.IPPool).To(Equal("node-driver"))
+	}, 10*time.Second).Should(Succeed())
+}
+
 func TestExhaustedPoolIsReportedAndRecovers(t *testing.T) {
 	g := NewWithT(t)
 	RegisterTestingT(t)
-	onTiny := func(lb *lbv1.LoadBalancer) { lb.Annotations[harvestersim.AnnotationLBNetwork] = "default/tiny" }
+	onTiny := guestLB("tiny")
 	for _, name := range []string{"tiny-1", "tiny-2", "tiny-3"} {
 		g.Expect(sim.Client().Create(ctx, loadBalancer(name, onTiny))).To(Succeed())
 		defer deleteLB(t, name)
