@@ -74,8 +74,8 @@ type IPPoolSpec struct {
 	// GuestCluster is the scope's guest cluster (the load balancer's cluster annotation); empty
 	// means "*", "none" only load balancers without one (those of VMs).
 	GuestCluster string
-	Priority   uint32
-	Global     bool // labelled as the global pool
+	Priority     uint32
+	Global       bool // labelled as the global pool
 }
 
 // DefaultOptions: three hosts in two zones of one region, two VLAN networks, one pool for the
