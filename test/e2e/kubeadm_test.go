@@ -82,6 +82,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
 		gc := testBed.Guest(namespace, name)
 		Expect(gc).NotTo(BeNil())
+		Expect(gc.CCMRunning()).To(BeTrue())
 		nodes := &corev1.NodeList{}
 		Expect(gc.Env.Client.List(ctx, nodes)).To(Succeed())
 		Expect(nodes.Items).To(HaveLen(3))
@@ -117,6 +118,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
 		}).WithTimeout(2 * time.Minute).Should(BeTrue())
 		leakFree(target)
+		Eventually(gc.CCMRunning).Should(BeFalse(), "the CCM's pod has no node left to run on")
 	},
 		Entry("kubeadm flavour", "kubeadm", "kc", "127.77.0.10", "127.77.0.19", "cluster-template.yaml"),
 		Entry("topology flavour (ClusterClass harvester)", "topology", "tc", "127.77.0.20", "127.77.0.29",

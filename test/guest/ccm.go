@@ -61,6 +61,9 @@ type ccmPod struct {
 	done  chan struct{}
 	mu    sync.Mutex
 	err   error
+	// stopOnce: the pod stops when its nodes are gone or with the guest, whichever is first.
+	stopOnce sync.Once
+	stopErr  error
 	// synced are the resourceVersions of the Secrets written, by name.
 	synced map[string]string
 }
@@ -235,7 +238,23 @@ func (p *ccmPod) Err() error {
 
 // Stop stops the CCM and waits for it.
 func (p *ccmPod) Stop() error {
-	close(p.stop)
-	<-p.done
-	return os.RemoveAll(p.dir)
+	p.stopOnce.Do(func() {
+		close(p.stop)
+		<-p.done
+		p.stopErr = os.RemoveAll(p.dir)
+	})
+	return p.stopErr
+}
+
+// CCMRunning tells whether the guest's CCM stand-in runs (false when it has none).
+func (g *Cluster) CCMRunning() bool {
+	if g.ccm == nil {
+		return false
+	}
+	select {
+	case <-g.ccm.done:
+		return false
+	default:
+		return true
+	}
 }

@@ -363,8 +363,31 @@ func (a *NodeAgent) stopped(ctx context.Context, name string) error {
 				}
 			}
 		}
+		if err := a.stopCCMWithoutNodes(ctx, g); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// stopCCMWithoutNodes stops a guest's CCM once none of its nodes is ready: its pod has nowhere
+// left to run, as when a deleted cluster's VMs are gone.
+func (a *NodeAgent) stopCCMWithoutNodes(ctx context.Context, g *Cluster) error {
+	if g.ccm == nil {
+		return nil
+	}
+	nodes := &corev1.NodeList{}
+	if err := g.Env.Client.List(ctx, nodes); err != nil {
+		return err
+	}
+	for _, n := range nodes.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+	}
+	return g.ccm.Stop()
 }
 
 func vmOwnerUID(vmi *kubevirtv1.VirtualMachineInstance) string {
