@@ -76,6 +76,9 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			machines := &clusterv1.MachineList{}
 			g.Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
 			g.Expect(machines.Items).To(HaveLen(3))
+			if gc := testBed.Guest(namespace, name); gc != nil {
+				g.Expect(gc.CCMErr()).NotTo(HaveOccurred(), "the guest's CCM stopped")
+			}
 			for _, m := range machines.Items {
 				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
 			}

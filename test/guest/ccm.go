@@ -229,11 +229,15 @@ func (p *ccmPod) setErr(err error) {
 	p.err = err
 }
 
-// Err is what the CCM command failed with, if it stopped on its own.
-func (p *ccmPod) Err() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
+// CCMErr is what the guest's CCM command failed with, if it stopped on its own (nil while it
+// runs, after a normal stop, or without a CCM): tests show it rather than time out blind.
+func (g *Cluster) CCMErr() error {
+	if g.ccm == nil {
+		return nil
+	}
+	g.ccm.mu.Lock()
+	defer g.ccm.mu.Unlock()
+	return g.ccm.err
 }
 
 // Stop stops the CCM and waits for it.
