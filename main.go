@@ -24,6 +24,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
 
 // options are the manager's command-line settings.
@@ -46,6 +47,7 @@ type options struct {
 	harvesterQPS       float32
 	harvesterBurst     int
 	ccmImage           string
+	kubeconfigPolicy   harvester.KubeconfigPolicy
 	managerOptions     flags.ManagerOptions
 	logOptions         *logsv1.LoggingConfiguration
 	enableWebhooks     bool
@@ -71,6 +73,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.harvesterQPS, "harvester-api-qps", 20, "Queries per second to each Harvester cluster's API server.")
 	fs.IntVar(&o.harvesterBurst, "harvester-api-burst", 30, "Burst of queries to each Harvester cluster's API server.")
 	fs.StringVar(&o.ccmImage, "ccm-image", controllers.DefaultCCMImage, "Image of the cloud controller manager installed into guest clusters.")
+	fs.BoolVar(&o.kubeconfigPolicy.AllowProxyURL, "allow-kubeconfig-proxy-url", false,
+		"Accept identity kubeconfigs that reach Harvester through a proxy (proxy-url). Off: a tenant's kubeconfig must not choose where the manager's connections go.")
+	fs.BoolVar(&o.kubeconfigPolicy.AllowInsecureSkipTLSVerify, "allow-insecure-kubeconfig", false,
+		"Accept identity kubeconfigs with insecure-skip-tls-verify. Off: Harvester's certificate is verified against the kubeconfig's certificate-authority-data.")
 	flags.AddManagerOptions(fs, &o.managerOptions)
 	o.logOptions = logs.NewOptions()
 	logsv1.AddFlags(o.logOptions, fs)
@@ -160,6 +166,7 @@ func run(o *options) error {
 		HarvesterQPS:       o.harvesterQPS,
 		HarvesterBurst:     o.harvesterBurst,
 		CCMImage:           o.ccmImage,
+		KubeconfigPolicy:   o.kubeconfigPolicy,
 	}); err != nil {
 		return err
 	}

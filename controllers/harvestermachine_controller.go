@@ -215,7 +215,7 @@ func (r *HarvesterMachineReconciler) connect(ctx context.Context, s *machineScop
 		return errNotSynced
 	case err != nil:
 		// Building a connection asks Harvester for its API groups: it may not answer.
-		return r.harvesterError(s.hm, err)
+		return r.harvesterError(s.hm, "connecting to Harvester", err)
 	}
 	s.client = c
 	return nil
@@ -242,7 +242,7 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 	case apierrors.IsNotFound(err):
 		return r.createVM(ctx, s)
 	case err != nil:
-		return ctrl.Result{}, r.harvesterError(hm, fmt.Errorf("reading VM %s: %w", vmKey, err))
+		return ctrl.Result{}, r.harvesterError(hm, "reading VM "+vmKey.String(), err)
 	}
 	if !harvester.OwnedBy(vm.Labels, hm) {
 		setVMCondition(hm, metav1.ConditionFalse, infrav1.NameTakenReason,
@@ -251,7 +251,7 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 	}
 	svc := &harvester.MachineService{C: s.client}
 	if err := svc.AdoptCloudInit(ctx, vm); err != nil {
-		return ctrl.Result{}, r.harvesterError(hm, err)
+		return ctrl.Result{}, r.harvesterError(hm, "adopting the VM's cloud-init Secret", err)
 	}
 	return r.observe(ctx, s, vm)
 }
@@ -307,7 +307,7 @@ func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineSco
 		if apierrors.IsAlreadyExists(err) {
 			return ctrl.Result{Requeue: true}, nil // created meanwhile: look at it again
 		}
-		return ctrl.Result{}, r.harvesterError(hm, fmt.Errorf("creating VM %s/%s: %w", vm.Namespace, vm.Name, err))
+		return ctrl.Result{}, r.harvesterError(hm, fmt.Sprintf("creating VM %s/%s", vm.Namespace, vm.Name), err)
 	}
 	r.Recorder.Eventf(hm, corev1.EventTypeNormal, "VirtualMachineCreated", "Created VM %s/%s on Harvester", vm.Namespace, vm.Name)
 	setVMCondition(hm, metav1.ConditionFalse, infrav1.VMCreatingReason, "the VM was created; Harvester prepares its volumes")
@@ -348,7 +348,7 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	if err := s.client.Cache.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, r.harvesterError(hm, err)
+			return ctrl.Result{}, r.harvesterError(hm, "reading the VM's instance", err)
 		}
 		reason, msg := infrav1.VMStartingReason, "waiting for the VM to start"
 		switch vm.Status.PrintableStatus {
@@ -417,18 +417,18 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 	case err == nil && harvester.OwnedBy(vm.Labels, hm):
 		if vm.DeletionTimestamp.IsZero() {
 			if err := s.client.Delete(ctx, vm); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, r.harvesterError(hm, fmt.Errorf("deleting VM %s/%s: %w", target, vm.Name, err))
+				return ctrl.Result{}, r.harvesterError(hm, fmt.Sprintf("deleting VM %s/%s", target, vm.Name), err)
 			}
 			r.Recorder.Eventf(hm, corev1.EventTypeNormal, "VirtualMachineDeleted", "Deleted VM %s/%s on Harvester", target, vm.Name)
 		}
 		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil // the VM's deletion event brings us back
 	case err != nil && !apierrors.IsNotFound(err):
-		return ctrl.Result{}, r.harvesterError(hm, err)
+		return ctrl.Result{}, r.harvesterError(hm, "reading the VM", err)
 	}
 	svc := &harvester.MachineService{C: s.client}
 	clean, err := svc.Cleanup(ctx, hm, target)
 	if err != nil {
-		return ctrl.Result{}, r.harvesterError(hm, err)
+		return ctrl.Result{}, r.harvesterError(hm, "cleaning up the machine's volumes and cloud-init", err)
 	}
 	if !clean {
 		return ctrl.Result{RequeueAfter: time.Second}, nil
@@ -440,16 +440,12 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 
 // harvesterError reports an API error of Harvester on the machine with a reason a user can act
 // on, and returns it for a retry with back-off.
-func (r *HarvesterMachineReconciler) harvesterError(hm *infrav1.HarvesterMachine, err error) error {
-	reason := infrav1.HarvesterUnreachableReason
-	switch {
-	case apierrors.IsUnauthorized(err):
-		reason = infrav1.UnauthorizedReason
-	case apierrors.IsForbidden(err):
-		reason = infrav1.ForbiddenReason
+func (r *HarvesterMachineReconciler) harvesterError(hm *infrav1.HarvesterMachine, doing string, err error) error {
+	var ce *harvester.ConnectionError
+	if errors.As(harvester.ClassifyError(err, doing), &ce) {
+		setVMCondition(hm, metav1.ConditionFalse, ce.Reason, ce.Message)
 	}
-	setVMCondition(hm, metav1.ConditionFalse, reason, err.Error())
-	return err
+	return fmt.Errorf("%s: %w", doing, err)
 }
 
 // referenceError reports a bad reference on the machine. Images, keypairs and networks are not
@@ -461,7 +457,7 @@ func (r *HarvesterMachineReconciler) referenceError(hm *infrav1.HarvesterMachine
 		setVMCondition(hm, metav1.ConditionFalse, ref.Reason, ref.Message)
 		return ctrl.Result{RequeueAfter: referenceRecheck}, nil
 	}
-	return ctrl.Result{}, r.harvesterError(hm, err)
+	return ctrl.Result{}, r.harvesterError(hm, "checking the machine's references", err)
 }
 
 func setVMCondition(hm *infrav1.HarvesterMachine, status metav1.ConditionStatus, reason, message string) {

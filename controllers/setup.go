@@ -31,6 +31,8 @@ type Options struct {
 	Clock         clock.PassiveClock
 	// CCMImage is the image of the guests' cloud controller manager.
 	CCMImage string
+	// KubeconfigPolicy decides which identity kubeconfigs the manager accepts.
+	KubeconfigPolicy harvester.KubeconfigPolicy
 	// SkipNameValidation lets tests run several managers in one process.
 	SkipNameValidation bool
 }
@@ -55,6 +57,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		QPS:       o.HarvesterQPS,
 		Burst:     o.HarvesterBurst,
 		UserAgent: "cluster-api-provider-harvester",
+		Policy:    o.KubeconfigPolicy,
 	}
 	if err := mgr.Add(factory); err != nil {
 		return err

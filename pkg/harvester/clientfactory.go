@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -62,6 +61,8 @@ type ClientFactory struct {
 	UserAgent string
 	// SyncTimeout bounds how long Get waits for a new cache to sync.
 	SyncTimeout time.Duration
+	// Policy decides which identity kubeconfigs are accepted (see KubeconfigPolicy).
+	Policy KubeconfigPolicy
 
 	mu          sync.Mutex
 	ctx         context.Context
@@ -165,9 +166,10 @@ func (f *ClientFactory) connect(kubeconfig []byte, fingerprint string, namespace
 	if f.ctx == nil {
 		return nil, errors.New("the Harvester client factory is not started")
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	// Checked before anything is built: a refused kubeconfig never leads to a connection.
+	cfg, err := f.Policy.RESTConfig(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidKubeconfig, kubeconfigError(err))
+		return nil, err
 	}
 	cfg.QPS, cfg.Burst = f.QPS, f.Burst
 	cfg.UserAgent = f.UserAgent

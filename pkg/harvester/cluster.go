@@ -3,15 +3,21 @@ package harvester
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"slices"
+	"strings"
+	"syscall"
 
 	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,7 +65,10 @@ func CheckConnection(ctx context.Context, c client.Client, namespace string) (st
 }
 
 // ClassifyError turns an error of a Harvester request into a ConnectionError with the reason a
-// user can act on: 401 (token expired or revoked), 403 (a missing permission), or unreachable.
+// user can act on: 401 (token expired or revoked), 403 (a missing permission), or unreachable,
+// saying what failed (name resolution, refused, timeout, TLS, an HTTP status) and never quoting
+// what the remote end sent: a tenant's kubeconfig may point anywhere, and conditions must not
+// become a way to read other services' answers from inside the management cluster.
 func ClassifyError(err error, doing string) error {
 	var ce *ConnectionError
 	if errors.As(err, &ce) {
@@ -71,30 +80,105 @@ func ClassifyError(err error, doing string) error {
 			Message: doing + ": Harvester refused the identity's credentials (401): the token expired or was revoked; put a working kubeconfig in the identity Secret"}
 	case apierrors.IsForbidden(err):
 		return &ConnectionError{Reason: infrav1.ForbiddenReason, Err: err,
-			Message: doing + ": the identity lacks a permission on Harvester (403): " + apiMessage(err)}
+			Message: doing + ": the identity lacks a permission on Harvester (403)" + forbiddenWhat(err) + "; docs/harvester-identity.md lists the rules it needs"}
 	}
-	return &ConnectionError{Reason: infrav1.HarvesterUnreachableReason, Err: err, Message: doing + ": " + reachError(err)}
+	return &ConnectionError{Reason: infrav1.HarvesterUnreachableReason, Err: err, Message: doing + ": " + ReachError(err)}
 }
 
-func apiMessage(err error) string {
+// forbiddenWhat names the kind a 403 was about, from the structured part of the answer only.
+func forbiddenWhat(err error) string {
 	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return status.Status().Message
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return ""
 	}
-	return err.Error()
+	d := status.Status().Details
+	what := d.Kind
+	if d.Group != "" {
+		what += "." + d.Group
+	}
+	if what == "" || len(what) > 100 {
+		return ""
+	}
+	return " on " + what
 }
 
-// reachError describes a network error without echoing request details.
-func reachError(err error) string {
+// ReachError says what went wrong on the way to Harvester, by category, without request or
+// response content: the server's host, and whether its name did not resolve, the connection was
+// refused or timed out, TLS failed (and why, in x509's words about the certificate), or the
+// server answered with an unexpected HTTP status.
+func ReachError(err error) string {
+	host := ""
 	var urlErr *url.Error
 	if errors.As(err, &urlErr) {
-		var opErr *net.OpError
-		if errors.As(urlErr.Err, &opErr) {
-			return fmt.Sprintf("Harvester does not answer at %s: %v", urlErr.URL, opErr.Err)
+		if u, perr := url.Parse(urlErr.URL); perr == nil {
+			host = " at " + u.Host
 		}
-		return fmt.Sprintf("Harvester does not answer at %s: %v", urlErr.URL, urlErr.Err)
 	}
-	return err.Error()
+	var (
+		dnsErr      *net.DNSError
+		unknownCA   x509.UnknownAuthorityError
+		hostnameErr x509.HostnameError
+		invalidCert x509.CertificateInvalidError
+		recordErr   tls.RecordHeaderError
+		alertErr    tls.AlertError
+		status      apierrors.APIStatus
+	)
+	switch {
+	case errors.As(err, &dnsErr):
+		return fmt.Sprintf("Harvester's name %s does not resolve", dnsErr.Name)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "Harvester refused the connection" + host
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "no route to Harvester" + host
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		return "Harvester did not answer in time" + host
+	case errors.As(err, &unknownCA):
+		return "TLS: Harvester's certificate" + host + " is not signed by the kubeconfig's certificate-authority-data"
+	case errors.As(err, &hostnameErr):
+		return "TLS: Harvester's certificate" + host + " is not valid for that name"
+	case errors.As(err, &invalidCert):
+		return "TLS: Harvester's certificate" + host + " is invalid (expired or not yet valid, or not a server certificate)"
+	case errors.As(err, &recordErr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return "TLS: the server" + host + " does not speak TLS"
+	case errors.As(err, &alertErr):
+		return "TLS: the server" + host + " refused the handshake (does it want a client certificate?)"
+	case errors.As(err, &status):
+		st := status.Status()
+		if st.Code == 0 {
+			break
+		}
+		if fromBody(st) {
+			return fmt.Sprintf("the server%s answered HTTP %d: is it Harvester's Kubernetes API?", host, st.Code)
+		}
+		// A Status the API server wrote (a webhook's or validation's refusal): its words help.
+		msg := st.Message
+		if len(msg) > 300 {
+			msg = msg[:300] + "..."
+		}
+		return fmt.Sprintf("Harvester refused the request (HTTP %d, %s): %s", st.Code, st.Reason, msg)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+		return "the connection" + host + " was closed"
+	}
+	return "the request to Harvester" + host + " failed"
+}
+
+// fromBody tells a Status client-go made up from a response that was not a Kubernetes Status
+// (its message quotes the body) from one the server sent.
+func fromBody(st metav1.Status) bool {
+	if st.Details == nil {
+		return strings.HasPrefix(st.Message, "an error on the server")
+	}
+	for _, c := range st.Details.Causes {
+		if c.Type == metav1.CauseTypeUnexpectedServerResponse {
+			return true
+		}
+	}
+	return strings.HasPrefix(st.Message, "an error on the server")
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
 }
 
 // FailureDomains lists Harvester's zones as failure domains (with their region), or, when no

@@ -1,0 +1,241 @@
+package harvester
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+const secretValue = "s3cr3t-value-never-shown"
+
+// kubeconfigWith is an otherwise admissible kubeconfig changed by edit.
+func kubeconfigWith(edit func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo)) []byte {
+	cluster := &clientcmdapi.Cluster{Server: "https://harvester.example:6443", CertificateAuthorityData: []byte("ca")}
+	user := &clientcmdapi.AuthInfo{Token: "inline-token"}
+	if edit != nil {
+		edit(cluster, user)
+	}
+	data, err := clientcmd.Write(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"h": cluster},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"u": user},
+		Contexts:       map[string]*clientcmdapi.Context{"c": {Cluster: "h", AuthInfo: "u"}},
+		CurrentContext: "c",
+	})
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+func TestKubeconfigPolicyRefusesWhatIsNotInline(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo)
+		field string
+	}{
+		{"token file (the manager's own token, say)", func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.TokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/" + secretValue
+		}, "users[u].user.tokenFile"},
+		{"exec plugin", func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.Exec = &clientcmdapi.ExecConfig{Command: "/bin/" + secretValue, APIVersion: "client.authentication.k8s.io/v1"}
+		}, "users[u].user.exec"},
+		{"auth provider", func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.AuthProvider = &clientcmdapi.AuthProviderConfig{Name: "oidc", Config: map[string]string{"id-token": secretValue}}
+		}, "users[u].user.auth-provider"},
+		{"client certificate file", func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.ClientCertificate = "/etc/" + secretValue
+		}, "users[u].user.client-certificate"},
+		{"client key file", func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.ClientKey = "/etc/" + secretValue
+		}, "users[u].user.client-key"},
+		{"CA file", func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.CertificateAuthority = "/etc/" + secretValue
+		}, "clusters[h].cluster.certificate-authority"},
+		{"proxy", func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.ProxyURL = "http://" + secretValue + ":3128"
+		}, "clusters[h].cluster.proxy-url"},
+		{"no TLS verification", func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil
+		}, "clusters[h].cluster.insecure-skip-tls-verify"},
+		{"plain http", func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.Server = "http://" + secretValue + ":8080"
+		}, "clusters[h].cluster.server"},
+		{"no server (client-go would pick localhost)", func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.Server = ""
+		}, "clusters[h].cluster.server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := KubeconfigPolicy{}.RESTConfig(kubeconfigWith(tc.edit))
+			g.Expect(errors.Is(err, ErrInvalidKubeconfig)).To(BeTrue(), "%v", err)
+			var kerr *KubeconfigError
+			g.Expect(errors.As(err, &kerr)).To(BeTrue())
+			g.Expect(kerr.Field).To(Equal(tc.field))
+			g.Expect(err.Error()).To(ContainSubstring(tc.field))
+			g.Expect(err.Error()).NotTo(ContainSubstring(secretValue), "the value is never quoted")
+		})
+	}
+}
+
+// A refused form anywhere in the kubeconfig is refused, not only in the current context.
+func TestKubeconfigPolicyChecksEveryEntry(t *testing.T) {
+	g := NewWithT(t)
+	cfg, err := clientcmd.Load(kubeconfigWith(nil))
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg.AuthInfos["other"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: "sh"}}
+	data, err := clientcmd.Write(*cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = KubeconfigPolicy{}.RESTConfig(data)
+	g.Expect(err).To(MatchError(ContainSubstring("users[other].user.exec")))
+}
+
+func TestKubeconfigPolicyAdmitsInlineCredentials(t *testing.T) {
+	g := NewWithT(t)
+	rc, err := KubeconfigPolicy{}.RESTConfig(kubeconfigWith(func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+		u.ClientCertificateData, u.ClientKeyData = []byte("cert"), []byte("key")
+	}))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rc.Host).To(Equal("https://harvester.example:6443"))
+	g.Expect(rc.BearerToken).To(Equal("inline-token"))
+	g.Expect(rc.BearerTokenFile).To(BeEmpty())
+	g.Expect(rc.ExecProvider).To(BeNil())
+	g.Expect(rc.AuthProvider).To(BeNil())
+	g.Expect(rc.CAData).To(Equal([]byte("ca")))
+	g.Expect(rc.CertData).To(Equal([]byte("cert")))
+	g.Expect(rc.Proxy).To(BeNil())
+
+	// The flags a manager may set.
+	withProxy := kubeconfigWith(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.ProxyURL = "http://proxy:3128" })
+	_, err = KubeconfigPolicy{}.RESTConfig(withProxy)
+	g.Expect(err).To(HaveOccurred())
+	rc, err = KubeconfigPolicy{AllowProxyURL: true}.RESTConfig(withProxy)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rc.Proxy).NotTo(BeNil())
+	insecure := kubeconfigWith(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+		c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil
+	})
+	rc, err = KubeconfigPolicy{AllowInsecureSkipTLSVerify: true}.RESTConfig(insecure)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rc.Insecure).To(BeTrue())
+}
+
+func TestKubeconfigPolicyNamesMissingParts(t *testing.T) {
+	g := NewWithT(t)
+	_, err := KubeconfigPolicy{}.RESTConfig([]byte("apiVersion: v1\nkind: Config\n"))
+	g.Expect(err).To(MatchError(ContainSubstring("clusters")))
+	cfg, _ := clientcmd.Load(kubeconfigWith(nil))
+	cfg.CurrentContext = "elsewhere"
+	data, _ := clientcmd.Write(*cfg)
+	_, err = KubeconfigPolicy{}.RESTConfig(data)
+	g.Expect(err).To(MatchError(ContainSubstring("current-context")))
+	_, err = KubeconfigPolicy{}.RESTConfig([]byte("users: " + secretValue))
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).NotTo(ContainSubstring(secretValue))
+}
+
+// What a failed connection says: the category, never what the other end sent.
+func TestConnectionErrorsSayWhatFailedWithoutEchoingTheServer(t *testing.T) {
+	body := "internal-service-" + secretValue
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprint(w, body)
+	}))
+	defer plain.Close()
+	html := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = fmt.Fprint(w, "<html>"+body+"</html>")
+	}))
+	defer html.Close()
+	otherCA := httptest.NewTLSServer(http.NotFoundHandler())
+	defer otherCA.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	_ = closed.Close()
+	caOf := func(s *httptest.Server) []byte {
+		return pemCert(s.Certificate().Raw)
+	}
+
+	for _, tc := range []struct {
+		name, server string
+		ca           []byte
+		want         string
+	}{
+		{"refused", "https://" + closedAddr, nil, "refused the connection"},
+		{"no such name", "https://harvester.invalid:6443", nil, "does not resolve"},
+		{"plain HTTP behind https", strings.Replace(plain.URL, "http://", "https://", 1), nil, "does not speak TLS"},
+		{"another CA", otherCA.URL, nil, "not signed by the kubeconfig's certificate-authority-data"},
+		{"not a Kubernetes API", html.URL, caOf(html), "answered HTTP 500"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ca := tc.ca
+			if ca == nil {
+				ca = unrelatedCA(t)
+			}
+			rc, err := KubeconfigPolicy{}.RESTConfig(kubeconfigWith(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+				c.Server, c.CertificateAuthorityData = tc.server, ca
+			}))
+			g.Expect(err).NotTo(HaveOccurred())
+			rc.Timeout = 10 * time.Second
+			scheme, err := NewScheme()
+			g.Expect(err).NotTo(HaveOccurred())
+			mapper := meta.NewDefaultRESTMapper(nil)
+			mapper.Add(harvesterv1.SchemeGroupVersion.WithKind("Setting"), meta.RESTScopeRoot)
+			c, err := client.New(rc, client.Options{Scheme: scheme, Mapper: mapper})
+			g.Expect(err).NotTo(HaveOccurred())
+			_, err = CheckConnection(context.Background(), c, "guests")
+			var ce *ConnectionError
+			g.Expect(errors.As(err, &ce)).To(BeTrue(), "%v", err)
+			g.Expect(ce.Reason).To(Equal(infrav1.HarvesterUnreachableReason))
+			g.Expect(ce.Message).To(ContainSubstring(tc.want))
+			g.Expect(ce.Message).NotTo(ContainSubstring(secretValue))
+		})
+	}
+}
+
+func pemCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// unrelatedCA is a CA that signed none of the test servers' certificates.
+func unrelatedCA(t *testing.T) []byte {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "unrelated"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pemCert(der)
+}
