@@ -43,6 +43,7 @@ func (r *HarvesterClusterReconciler) guestIdentity(s *clusterScope) harvester.Gu
 		Namespace:      s.hc.Spec.TargetNamespace,
 		ServiceAccount: harvester.GuestServiceAccountName(s.hc.Namespace, s.cluster.Name),
 		Labels:         harvester.ManagedLabels(s.hc.Namespace, s.cluster.Name),
+		Cluster:        harvester.ClusterID(s.hc.Namespace, s.cluster.Name),
 		CSI:            s.hc.Spec.Addons.CSIEnabled(),
 	}
 }

@@ -39,6 +39,12 @@ const (
 	GuestCloudConfigDir = "/etc/kubernetes/harvester"
 )
 
+// AnnotationGuestCluster, on a guest's ServiceAccount on Harvester, names the guest cluster (its
+// ClusterID, the CCM's --cluster-name). Harvester's admission policy
+// (config/harvester/admission-policies.yaml) lets that ServiceAccount's load balancers name
+// only this cluster in their pool selection; the guest's own credential cannot change it.
+const AnnotationGuestCluster = "harvester.infrastructure.cluster.x-k8s.io/guest-cluster"
+
 // GuestServiceAccountName is the ServiceAccount of a guest cluster's cloud provider and CSI
 // driver on Harvester, unique per management-side namespace/name.
 func GuestServiceAccountName(namespace, name string) string {
@@ -57,15 +63,22 @@ type GuestIdentity struct {
 	Namespace      string // target namespace
 	ServiceAccount string
 	Labels         map[string]string
-	CSI            bool
+	// Cluster is the guest cluster's ClusterID, written on its ServiceAccount.
+	Cluster string
+	CSI     bool
 }
 
 // EnsureGuestIdentity creates the guest's ServiceAccount, its namespaced RoleBinding to the
 // cloud-provider ClusterRole and, only when CSI is on, its ClusterRoleBinding to the CSI
 // driver's ClusterRole (whose rules are cluster-wide). It removes the CSI binding when CSI is off.
 func EnsureGuestIdentity(ctx context.Context, c client.Client, g GuestIdentity) error {
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount, Labels: g.Labels}}
-	if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount, Labels: g.Labels,
+		Annotations: map[string]string{AnnotationGuestCluster: g.Cluster}}}
+	err := c.Create(ctx, sa)
+	if apierrors.IsAlreadyExists(err) {
+		err = ensureGuestClusterAnnotation(ctx, c, sa)
+	}
+	if err != nil {
 		return ClassifyError(err, "creating the guest's ServiceAccount")
 	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: g.Namespace, Name: g.ServiceAccount}}
@@ -92,6 +105,24 @@ func EnsureGuestIdentity(ctx context.Context, c client.Client, g GuestIdentity) 
 		return ClassifyError(err, "binding the guest to "+CSIDriverRole)
 	}
 	return nil
+}
+
+// ensureGuestClusterAnnotation brings an existing guest ServiceAccount's cluster annotation in
+// line (ServiceAccounts made before the annotation existed lack it).
+func ensureGuestClusterAnnotation(ctx context.Context, c client.Client, want *corev1.ServiceAccount) error {
+	sa := &corev1.ServiceAccount{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(want), sa); err != nil {
+		return err
+	}
+	if sa.Annotations[AnnotationGuestCluster] == want.Annotations[AnnotationGuestCluster] {
+		return nil
+	}
+	base := sa.DeepCopy()
+	if sa.Annotations == nil {
+		sa.Annotations = map[string]string{}
+	}
+	sa.Annotations[AnnotationGuestCluster] = want.Annotations[AnnotationGuestCluster]
+	return c.Patch(ctx, sa, client.MergeFrom(base))
 }
 
 // DeleteGuestIdentity removes the guest's bindings and ServiceAccount (which revokes every

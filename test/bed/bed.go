@@ -198,6 +198,10 @@ func (b *Bed) LeakCheck(ctx context.Context, namespace string) ([]string, error)
 	return LeakCheck(ctx, b.Harvester.Client(), namespace)
 }
 
+// ProviderNamespacedRole is the ClusterRole config/harvester/target-namespace.yaml binds the
+// provider's identity to in a target namespace.
+const ProviderNamespacedRole = "capi-harvester-provider-namespaced"
+
 // LeakCheck is Bed.LeakCheck against any Harvester, through an admin client c; the namespace
 // must hold nothing but what the provider made for the clusters under test.
 func LeakCheck(ctx context.Context, c client.Client, namespace string) ([]string, error) {
@@ -217,6 +221,11 @@ func LeakCheck(ctx context.Context, c client.Client, namespace string) ([]string
 	for _, l := range lists {
 		if err := c.List(ctx, l.list, client.InNamespace(namespace)); err != nil {
 			return nil, fmt.Errorf("listing %ss: %w", l.kind, err)
+		}
+		if rbs, ok := l.list.(*rbacv1.RoleBindingList); ok {
+			// The admin's binding of the provider's identity (target-namespace.yaml) is not the
+			// provider's to delete.
+			rbs.Items = slices.DeleteFunc(rbs.Items, func(rb rbacv1.RoleBinding) bool { return rb.RoleRef.Name == ProviderNamespacedRole })
 		}
 		for _, name := range names(l.list) {
 			leaks = append(leaks, l.kind+" "+namespace+"/"+name)

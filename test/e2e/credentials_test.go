@@ -76,7 +76,8 @@ var _ = Describe("guest credentials", func() {
 		c := guestClient(kubeconfig, token)
 		Expect(c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(tc.Target))).To(Succeed())
 		Expect(c.List(ctx, &kubevirtv1.VirtualMachineInstanceList{}, client.InNamespace(tc.Target))).To(Succeed())
-		lb := &lbv1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: "guest-svc"},
+		lb := &lbv1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: "guest-svc",
+			Annotations: map[string]string{harvestersim.AnnotationLBCluster: harvester.ClusterID(tc.Namespace, tc.Name)}},
 			Spec: lbv1.LoadBalancerSpec{WorkloadType: lbv1.Cluster, IPAM: lbv1.DHCP}}
 		Expect(c.Create(ctx, lb)).To(Succeed())
 		Expect(c.Delete(ctx, lb)).To(Succeed())

@@ -37,7 +37,7 @@ func newTestCluster(namespace, name string, sharedTarget ...string) *testCluster
 	}
 	tc := &testCluster{Namespace: namespace, Name: name, Target: target}
 	Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
-	Expect(client.IgnoreAlreadyExists(harvesterClient().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}}))).To(Succeed())
+	Expect(testBed.Harvester.AddTargetNamespace(ctx, target)).To(Succeed())
 	// The guest (and its kubeconfig Secret) first, as a real control plane answers before CAPI
 	// looks for it.
 	var err error

@@ -26,7 +26,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 	DescribeTable("comes up with CAPI's kubeadm providers, our CCM in the guest, and leaves nothing behind", func(namespace, name, firstIP, lastIP string, files ...string) {
 		target := "h-" + namespace
 		Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
-		Expect(client.IgnoreAlreadyExists(harvesterClient().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}}))).To(Succeed())
+		Expect(testBed.Harvester.AddTargetNamespace(ctx, target)).To(Succeed())
 		// The guest apiserver listens on the load balancer's address: a loopback pool for the
 		// cluster's Harvester namespace, preferred there to the VM-only default pool, and serving
 		// the guest's Services too.

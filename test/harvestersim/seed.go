@@ -50,8 +50,23 @@ const (
 
 func (h *Harvester) seed(ctx context.Context) error {
 	c := h.Env.Client
-	for _, ns := range h.Options.Namespaces {
-		if err := createIfMissing(ctx, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := h.seedClusterRoles(ctx); err != nil {
+		return err
+	}
+	for _, file := range []string{"provider-identity.yaml", "admission-policies.yaml"} {
+		if err := h.applyFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "harvester", file), ""); err != nil {
+			return err
+		}
+	}
+	// The first namespace holds images and key pairs; the others are guests' target namespaces.
+	for i, ns := range h.Options.Namespaces {
+		var err error
+		if i == 0 {
+			err = createIfMissing(ctx, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		} else {
+			err = h.AddTargetNamespace(ctx, ns)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -90,10 +105,16 @@ func (h *Harvester) seed(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := h.seedClusterRoles(ctx); err != nil {
+	return nil
+}
+
+// AddTargetNamespace creates a namespace and lets the provider's identity work in it, as a
+// Harvester admin does with config/harvester/target-namespace.yaml.
+func (h *Harvester) AddTargetNamespace(ctx context.Context, namespace string) error {
+	if err := createIfMissing(ctx, h.Env.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		return err
 	}
-	return h.applyFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "harvester", "provider-identity.yaml"))
+	return h.applyFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "harvester", "target-namespace.yaml"), namespace)
 }
 
 // AddHost registers a Harvester node with its topology labels, Ready and schedulable.
@@ -301,7 +322,9 @@ func (h *Harvester) seedClusterRoles(ctx context.Context) error {
 }
 
 // applyFile creates every object of a YAML file.
-func (h *Harvester) applyFile(ctx context.Context, path string) error {
+// applyFile creates the objects of a manifest; namespace, when set, is that of its namespaced
+// objects (as `kubectl --namespace` gives it).
+func (h *Harvester) applyFile(ctx context.Context, path, namespace string) error {
 	data, err := readFile(path)
 	if err != nil {
 		return err
@@ -311,6 +334,9 @@ func (h *Harvester) applyFile(ctx context.Context, path string) error {
 		return fmt.Errorf("decoding %s: %w", path, err)
 	}
 	for _, u := range objs {
+		if namespace != "" {
+			u.SetNamespace(namespace)
+		}
 		if err := createIfMissing(ctx, h.Env.Client, u); err != nil {
 			return err
 		}

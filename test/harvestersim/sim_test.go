@@ -514,12 +514,12 @@ func TestAPIFaults(t *testing.T) {
 		g.Expect(apierrors.IsInternalError(err)).To(BeTrue(), "got %v", err)
 	}
 	g.Expect(c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(ns))).To(Succeed(), "only two requests fail")
-	g.Expect(c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns))).To(Succeed(), "other resources are not affected")
+	g.Expect(c.List(ctx, &corev1.PersistentVolumeClaimList{}, client.InNamespace(ns))).To(Succeed(), "other resources are not affected")
 
-	sim.Faults.ErrorRate("secrets", 0.5, http.StatusServiceUnavailable)
+	sim.Faults.ErrorRate("persistentvolumeclaims", 0.5, http.StatusServiceUnavailable)
 	failed := 0
 	for range 40 {
-		if err := c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); err != nil {
+		if err := c.List(ctx, &corev1.PersistentVolumeClaimList{}, client.InNamespace(ns)); err != nil {
 			g.Expect(apierrors.IsServiceUnavailable(err)).To(BeTrue(), "got %v", err)
 			failed++
 		}
@@ -529,7 +529,7 @@ func TestAPIFaults(t *testing.T) {
 
 	sim.Faults.Latency("keypairs", 300*time.Millisecond)
 	start := time.Now()
-	g.Expect(c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns))).To(Succeed())
+	g.Expect(c.List(ctx, &corev1.PersistentVolumeClaimList{}, client.InNamespace(ns))).To(Succeed())
 	fast := time.Since(start)
 	start = time.Now()
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "ops"}, &harvesterv1.KeyPair{})).To(Succeed())

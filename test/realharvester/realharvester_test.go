@@ -98,7 +98,7 @@ func run(t *testing.T, s settings) {
 	target := "capi-e2e-" + rand.String(5)
 	g.Expect(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}})).To(Succeed())
 	t.Cleanup(func() { _ = admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}}) })
-	identity, err := restrictedIdentity(ctx, admin, s.kubeconfig)
+	identity, err := restrictedIdentity(ctx, admin, s.kubeconfig, target)
 	g.Expect(err).NotTo(HaveOccurred())
 
 	mgmt, err := testenv.StartManagement()
@@ -203,25 +203,33 @@ func adminClient(kubeconfig []byte) (client.Client, error) {
 	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
-// restrictedIdentity applies the provider's documented identity
-// (config/harvester/provider-identity.yaml) and returns a kubeconfig for it, on the admin
-// kubeconfig's server: the provider runs with exactly the rights users give it.
-func restrictedIdentity(ctx context.Context, admin client.Client, adminKubeconfig []byte) ([]byte, error) {
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "harvester", "provider-identity.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	objs, err := testenv.DecodeObjects(data)
-	if err != nil {
-		return nil, err
-	}
+// restrictedIdentity applies the provider's documented identity (config/harvester:
+// provider-identity.yaml, admission-policies.yaml, and target-namespace.yaml in target) and
+// returns a kubeconfig for it, on the admin kubeconfig's server: the provider runs with exactly
+// the rights users give it.
+func restrictedIdentity(ctx context.Context, admin client.Client, adminKubeconfig []byte, target string) ([]byte, error) {
 	var sa *corev1.ServiceAccount
-	for _, o := range objs {
-		if err := admin.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
+	for _, f := range []struct{ file, namespace string }{
+		{"provider-identity.yaml", ""}, {"admission-policies.yaml", ""}, {"target-namespace.yaml", target},
+	} {
+		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "harvester", f.file))
+		if err != nil {
+			return nil, err
 		}
-		if o.GetKind() == "ServiceAccount" {
-			sa = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName()}}
+		objs, err := testenv.DecodeObjects(data)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if f.namespace != "" {
+				o.SetNamespace(f.namespace)
+			}
+			if err := admin.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+				return nil, fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
+			}
+			if o.GetKind() == "ServiceAccount" {
+				sa = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName()}}
+			}
 		}
 	}
 	if sa == nil {

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+)
+
+// providerIdentityClient is a Harvester client with the identity config/harvester documents,
+// read through the manager's own kubeconfig policy.
+func providerIdentityClient() client.Client {
+	kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	cfg, err := harvester.KubeconfigPolicy{}.RESTConfig(kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	scheme, err := harvestersim.Scheme()
+	Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+func expectForbidden(err error, what string) {
+	GinkgoHelper()
+	Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%s: got %v", what, err)
+}
+
+var _ = Describe("The provider's Harvester identity", func() {
+	It("writes, reads secrets and mints tokens only in namespaces it is bound in", func() {
+		c := providerIdentityClient()
+		const bound, unbound = "identity-bound", "identity-unbound"
+		Expect(testBed.Harvester.AddTargetNamespace(ctx, bound)).To(Succeed())
+		Expect(client.IgnoreAlreadyExists(harvesterClient().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: unbound}}))).To(Succeed())
+
+		for _, ns := range []string{bound, unbound} {
+			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "someone"}}
+			Expect(client.IgnoreAlreadyExists(harvesterClient().Create(ctx, sa))).To(Succeed())
+			Expect(client.IgnoreAlreadyExists(harvesterClient().Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "someones-secret"}, StringData: map[string]string{"k": "v"},
+			}))).To(Succeed())
+		}
+		attempts := func(ns string) map[string]error {
+			return map[string]error{
+				"create Secret": c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"}}),
+				"read Secret":   c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "someones-secret"}, &corev1.Secret{}),
+				"mint a token": c.SubResource("token").Create(ctx,
+					&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "someone"}}, &authenticationv1.TokenRequest{}),
+				"create VM": c.Create(ctx, &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
+					Spec: kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{}}}),
+				"list VMs": c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(ns)),
+				"create load balancer": c.Create(ctx, &lbv1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
+					Spec: lbv1.LoadBalancerSpec{WorkloadType: lbv1.VM, IPAM: lbv1.DHCP}}),
+				"bind the cloud-provider role": c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
+					RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: harvester.CloudProviderRole},
+					Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "someone"}}}),
+			}
+		}
+		By("being denied everything in a namespace without the admin's RoleBinding")
+		for what, err := range attempts(unbound) {
+			expectForbidden(err, what)
+		}
+		By("being allowed the same in a target namespace (so the denials above are RBAC's, not the requests')")
+		for what, err := range attempts(bound) {
+			Expect(err).NotTo(HaveOccurred(), what)
+		}
+		By("never reading Secrets of other namespaces, nor binding roles other than Harvester's two")
+		expectForbidden(c.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "anything"}, &corev1.Secret{}), "read a kube-system Secret")
+		expectForbidden(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: bound, Name: "admin"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: bound, Name: "someone"}}}), "bind cluster-admin")
+
+		By("managing only its own CSI bindings cluster-wide (admission policy)")
+		ours := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: harvester.CSIBindingName(bound, "someone")},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: harvester.CSIDriverRole},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: bound, Name: "someone"}}}
+		Expect(c.Create(ctx, ours)).To(Succeed())
+		Expect(c.Delete(ctx, ours)).To(Succeed())
+		foreign := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: harvester.CSIDriverRole},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: bound, Name: "someone"}}}
+		Expect(c.Create(ctx, foreign)).To(MatchError(ContainSubstring("capi-harvester-csi-")))
+		Expect(harvesterClient().Create(ctx, foreign)).To(Succeed())
+		Expect(c.Delete(ctx, foreign)).To(MatchError(ContainSubstring("capi-harvester-csi-")), "an admin's binding is not the provider's to delete")
+		Expect(harvesterClient().Delete(ctx, foreign)).To(Succeed())
+		toUser := ours.DeepCopy()
+		toUser.Subjects = []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "mallory"}}
+		Expect(c.Create(ctx, toUser)).To(MatchError(ContainSubstring("only bind")))
+	})
+})
+
+var _ = Describe("A guest cluster's Harvester credential", func() {
+	It("cannot draw addresses from another tenant's pool, and a legitimate load balancer is still served", func() {
+		tc := newTestCluster("pool-isolation", "tenant-a")
+		var kubeconfig []byte
+		var token string
+		Eventually(func(g Gomega) { kubeconfig, token, _ = guestCredential(g, tc) }).Should(Succeed())
+		c := guestClient(kubeconfig, token)
+		own := harvester.ClusterID(tc.Namespace, tc.Name)
+
+		By("a pool scoped to another tenant's guest cluster, in every namespace")
+		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
+			Name: "tenant-b-only", Subnet: "10.99.0.0/24", RangeStart: "10.99.0.10", RangeEnd: "10.99.0.20",
+			Namespace: "*", GuestCluster: "other.tenant-b", Priority: 100,
+		})).To(Succeed())
+		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
+			Name: "tenant-a-services", Subnet: "10.98.0.0/24", RangeStart: "10.98.0.10", RangeEnd: "10.98.0.20",
+			Namespace: tc.Target, GuestCluster: own,
+		})).To(Succeed())
+		DeferCleanup(func() {
+			for _, name := range []string{"tenant-b-only", "tenant-a-services"} {
+				Expect(harvesterClient().Delete(ctx, &lbv1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+			}
+		})
+		guestLB := func(name string, edit func(lb *lbv1.LoadBalancer)) *lbv1.LoadBalancer {
+			lb := &lbv1.LoadBalancer{
+				ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: name, Annotations: map[string]string{harvestersim.AnnotationLBCluster: own}},
+				Spec: lbv1.LoadBalancerSpec{WorkloadType: lbv1.Cluster, IPAM: lbv1.Pool,
+					Listeners: []lbv1.Listener{{Name: "http", Port: 80, BackendPort: 30080, Protocol: corev1.ProtocolTCP}}},
+			}
+			edit(lb)
+			return lb
+		}
+		for _, a := range []struct {
+			what, message string
+			edit          func(lb *lbv1.LoadBalancer)
+		}{
+			{"naming the pool in spec.ipPool", "spec.ipPool", func(lb *lbv1.LoadBalancer) { lb.Spec.IPPool = "tenant-b-only" }},
+			{"matching every pool with a '*' cluster", "match every IP pool", func(lb *lbv1.LoadBalancer) {
+				lb.Annotations[harvestersim.AnnotationLBCluster] = "*"
+			}},
+			{"claiming to be the other tenant's cluster", "may only name itself", func(lb *lbv1.LoadBalancer) {
+				lb.Annotations[harvestersim.AnnotationLBCluster] = "other.tenant-b"
+			}},
+			{"naming no cluster at all", "may only name itself", func(lb *lbv1.LoadBalancer) {
+				delete(lb.Annotations, harvestersim.AnnotationLBCluster)
+			}},
+		} {
+			By("refusing " + a.what)
+			Expect(c.Create(ctx, guestLB("attack", a.edit))).To(MatchError(ContainSubstring(a.message)), a.what)
+		}
+		By("refusing the same change as an update of a legitimate load balancer")
+		lb := guestLB("legit", func(*lbv1.LoadBalancer) {})
+		Expect(c.Create(ctx, lb)).To(Succeed())
+		Eventually(func(g Gomega) {
+			latest := &lbv1.LoadBalancer{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(lb), latest)).To(Succeed())
+			latest.Spec.IPPool = "tenant-b-only"
+			g.Expect(c.Update(ctx, latest)).To(MatchError(ContainSubstring("spec.ipPool")))
+		}).Should(Succeed())
+
+		By("serving the legitimate one from a pool it may use, never from the other tenant's")
+		Eventually(func(g Gomega) {
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(lb), lb)).To(Succeed())
+			g.Expect(lb.Status.AllocatedAddress.IP).NotTo(BeEmpty())
+			g.Expect(lb.Status.AllocatedAddress.IPPool).To(Equal("tenant-a-services"))
+		}).Should(Succeed())
+		Expect(c.Delete(ctx, lb)).To(Succeed())
+		deleteCluster(tc)
+		leakFree(tc.Target)
+	})
+})
