@@ -88,13 +88,14 @@ func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr c
 	return nil
 }
 
-// harvesterObjectToMachine maps a VM or VMI on Harvester to its HarvesterMachine by its labels.
+// harvesterObjectToMachine maps a VM or VMI on Harvester to its HarvesterMachine by the name it
+// carries (not by its own name, which may be a hash of the machine's).
 func harvesterObjectToMachine(_ context.Context, obj client.Object) []reconcile.Request {
-	l := obj.GetLabels()
-	if l[harvester.LabelMachine] == "" || l[harvester.LabelMachineNamespace] == "" {
+	namespace, name, ok := harvester.MachineOf(obj)
+	if !ok {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: l[harvester.LabelMachineNamespace], Name: l[harvester.LabelMachine]}}}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: namespace, Name: name}}}
 }
 
 func (r *HarvesterMachineReconciler) clusterToMachines(ctx context.Context, obj client.Object) []reconcile.Request {
@@ -236,7 +237,7 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 	}
 
 	vm := &kubevirtv1.VirtualMachine{}
-	vmKey := client.ObjectKey{Namespace: s.hc.Spec.TargetNamespace, Name: hm.Name}
+	vmKey := client.ObjectKey{Namespace: s.hc.Spec.TargetNamespace, Name: harvester.VMName(hm.Name)}
 	err := s.client.Get(ctx, vmKey, vm) // live: a restart must never create a second VM
 	switch {
 	case apierrors.IsNotFound(err):
@@ -372,7 +373,7 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil
 	}
 
-	addresses := harvester.MachineAddresses(vmi, harvester.NetworkNames(&hm.Spec), hm.Name)
+	addresses := harvester.MachineAddresses(vmi, harvester.NetworkNames(&hm.Spec), harvester.VMName(hm.Name))
 	hm.Status.Addresses = make([]clusterv1.MachineAddress, 0, len(addresses))
 	for _, a := range addresses {
 		hm.Status.Addresses = append(hm.Status.Addresses, clusterv1.MachineAddress{Type: clusterv1.MachineAddressType(a.Type), Address: a.Address})
@@ -412,7 +413,7 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 	}
 	target := s.hc.Spec.TargetNamespace
 	vm := &kubevirtv1.VirtualMachine{}
-	err := s.client.Get(ctx, client.ObjectKey{Namespace: target, Name: hm.Name}, vm)
+	err := s.client.Get(ctx, client.ObjectKey{Namespace: target, Name: harvester.VMName(hm.Name)}, vm)
 	switch {
 	case err == nil && harvester.OwnedBy(vm.Labels, hm):
 		if vm.DeletionTimestamp.IsZero() {

@@ -44,10 +44,13 @@ type HarvesterClusterSpec struct {
 	IdentitySecret SecretReference `json:"identitySecret"`
 
 	// targetNamespace is the Harvester namespace that holds this cluster's VMs, load balancers,
-	// cloud-init Secrets and guest credentials. Immutable.
+	// cloud-init Secrets and guest credentials. Immutable. Namespaces of Kubernetes, Harvester,
+	// Longhorn, Rancher (`cattle-*`) and Fleet (`fleet-*`) are refused; `default` is fine.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="!(self in ['kube-system', 'kube-public', 'kube-node-lease', 'harvester-system', 'harvester-public', 'longhorn-system'])",message="is a system namespace of Kubernetes, Harvester or Longhorn"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('cattle-') && !self.startsWith('fleet-')",message="is a system namespace of Rancher (cattle-*) or Fleet (fleet-*)"
 	TargetNamespace string `json:"targetNamespace"`
 
 	// controlPlaneEndpoint is the address of the guest cluster's API server. Leave it empty and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"reflect"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -42,7 +43,7 @@ func (w *HarvesterClusterWebhook) ValidateCreate(_ context.Context, c *Harvester
 // ValidateUpdate checks a changed HarvesterCluster, including the fields that cannot change.
 func (w *HarvesterClusterWebhook) ValidateUpdate(_ context.Context, oldC, newC *HarvesterCluster) (admission.Warnings, error) {
 	path := field.NewPath("spec")
-	errs := newC.Spec.validate(path)
+	errs := ratchet(newC.Spec.validate(path), oldC.Spec.validate(path))
 	provisioned := ptr.Deref(oldC.Status.Initialization.Provisioned, false)
 	errs = append(errs, newC.Spec.validateImmutable(path, &oldC.Spec, provisioned)...)
 	return nil, invalid("HarvesterCluster", newC.Name, errs)
@@ -85,6 +86,9 @@ func (s *HarvesterClusterSpec) validate(path *field.Path) field.ErrorList {
 		for _, msg := range validation.IsDNS1123Label(s.TargetNamespace) {
 			errs = append(errs, field.Invalid(nsPath, s.TargetNamespace, msg))
 		}
+		if owner := systemNamespaceOwner(s.TargetNamespace); owner != "" {
+			errs = append(errs, field.Invalid(nsPath, s.TargetNamespace, "is a system namespace of "+owner+"; give the cluster a namespace of its own"))
+		}
 	}
 
 	errs = append(errs, validateEndpoint(path.Child("controlPlaneEndpoint"), s.ControlPlaneEndpoint.Host, s.ControlPlaneEndpoint.Port)...)
@@ -120,6 +124,37 @@ func (s *HarvesterClusterSpec) validate(path *field.Path) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// systemNamespaces are the Harvester namespaces a guest cluster's VMs, load balancers and
+// credentials must not land in, by owner. The CRD's rules on targetNamespace repeat them.
+var systemNamespaces = map[string]string{
+	"kube-system":      "Kubernetes", // the control plane's own components
+	"kube-public":      "Kubernetes", // readable by every user, even anonymous ones
+	"kube-node-lease":  "Kubernetes", // the hosts' heartbeats
+	"harvester-system": "Harvester",  // Harvester's components and their secrets
+	"harvester-public": "Harvester",  // images and templates shared with every user
+	"longhorn-system":  "Longhorn",   // the storage every VM's volumes live on
+}
+
+// systemNamespacePrefixes start the namespaces of components Rancher installs, by owner.
+var systemNamespacePrefixes = map[string]string{
+	"cattle-": "Rancher (cattle-*)", // Rancher's agents and its system charts
+	"fleet-":  "Fleet (fleet-*)",    // Fleet's GitOps workspaces and agents
+}
+
+// systemNamespaceOwner returns who owns a system namespace, or "" for a namespace of users
+// (`default` is one: Harvester's VMs often live there).
+func systemNamespaceOwner(namespace string) string {
+	if owner, ok := systemNamespaces[namespace]; ok {
+		return owner
+	}
+	for prefix, owner := range systemNamespacePrefixes {
+		if strings.HasPrefix(namespace, prefix) {
+			return owner
+		}
+	}
+	return ""
 }
 
 // validateEndpoint checks a control-plane endpoint: both parts or neither.

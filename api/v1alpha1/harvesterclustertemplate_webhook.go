@@ -42,7 +42,7 @@ func (w *HarvesterClusterTemplateWebhook) ValidateCreate(_ context.Context, t *H
 // ValidateUpdate refuses changes to the template, except in the topology controller's dry-run
 // requests, which must be allowed to compute the desired state of a ClusterClass cluster.
 func (w *HarvesterClusterTemplateWebhook) ValidateUpdate(ctx context.Context, oldT, newT *HarvesterClusterTemplate) (admission.Warnings, error) {
-	errs := newT.Spec.Template.Spec.validate(templateSpecPath)
+	errs := ratchet(newT.Spec.Template.Spec.validate(templateSpecPath), oldT.Spec.Template.Spec.validate(templateSpecPath))
 	dryRun, err := isTopologyDryRun(ctx, newT)
 	if err != nil {
 		return nil, err

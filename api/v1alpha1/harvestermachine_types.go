@@ -15,6 +15,31 @@ const (
 	// ProviderIDPrefix starts every providerID this provider (and its cloud provider) reports:
 	// `harvester://<VM UID>`, the same form as the upstream Harvester cloud provider.
 	ProviderIDPrefix = "harvester://"
+
+	// CloudInitDiskName is the disk (and volume) the VM builder adds to every VM for its
+	// cloud-init data, under the name Harvester's own VM builder uses (harvester
+	// pkg/builder/cloudinit.go, CloudInitDiskName). A machine's own disk cannot take it: KubeVirt
+	// refuses two disks of one name. The builder adds no interface of its own, so no interface
+	// name is reserved. The CRD's rule on Disk.name repeats the literal (markers cannot name a
+	// constant); the webhook tests check that both refuse this constant.
+	CloudInitDiskName = "cloudinitdisk"
+
+	// MaxCPU is the most virtual CPU cores a machine can have. Neither KubeVirt's VMI admission
+	// webhook nor Harvester's VM webhook (v1.8.0) has a hard limit. KubeVirt caps the vCPUs a VM
+	// can grow to at 512 when it sets up CPU hotplug (kubevirt pkg/defaults/defaults.go,
+	// setupCPUHotplug, since v1.6.0: "Each machine type will have different maximum for vcpus,
+	// lets choose 512 as upper bound"); this provider takes the same bound. The VM builder puts
+	// all cores in one socket with one thread each (the API has no sockets or threads), so this
+	// bounds the VM's vCPUs.
+	MaxCPU = 512
+
+	// MinMemory is the least memory a machine can have. No node runs in less; the floor mostly
+	// catches a unit typo (`8M` for `8Gi`) before Harvester is asked for a VM that cannot boot.
+	MinMemory = "128Mi"
+
+	// MinDiskSize is the least size of a disk: no cloud image fits in less, and the floor
+	// catches a unit typo (`40M` for `40Gi`).
+	MinDiskSize = "1Gi"
 )
 
 // DiskBus is the bus a disk is attached to.
@@ -60,12 +85,15 @@ type HarvesterMachineSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	ProviderID string `json:"providerID,omitempty"`
 
-	// cpu is the number of virtual CPU cores.
+	// cpu is the number of virtual CPU cores, 1 to 512.
 	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=512
 	CPU int32 `json:"cpu"`
 
-	// memory is the guest's memory, e.g. `8Gi`.
+	// memory is the guest's memory, e.g. `8Gi`; at least 128Mi.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('128Mi')) >= 0",message="must be at least 128Mi"
 	Memory resource.Quantity `json:"memory"`
 
 	// reservedMemory is memory Harvester keeps back from the guest for the VM's own overhead
@@ -120,8 +148,10 @@ type HarvesterMachineSpec struct {
 // Disk is one disk of a machine's VM.
 type Disk struct {
 	// name of the disk in the VM, unique in the machine. Defaults to `disk-<index>`.
+	// `cloudinitdisk` is reserved for the provider's cloud-init disk.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self != 'cloudinitdisk'",message="is reserved for the cloud-init disk the provider adds"
 	Name string `json:"name,omitempty"`
 
 	// image is the Harvester VirtualMachineImage (`name` in the target namespace, or
@@ -135,8 +165,15 @@ type Disk struct {
 	// +kubebuilder:validation:MaxLength=253
 	StorageClassName string `json:"storageClassName,omitempty"`
 
-	// size of the disk, e.g. `40Gi`.
+	// The length bound (XIntOrString lets controller-gen place it on a Quantity) keeps the
+	// size rule's estimated cost, times 16 disks, within the apiserver's CEL budget; no real
+	// quantity comes near 64 characters.
+
+	// size of the disk, e.g. `40Gi`; at least 1Gi.
 	// +required
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Gi')) >= 0",message="must be at least 1Gi"
 	Size resource.Quantity `json:"size"`
 
 	// bus the disk is attached to. Defaults to `virtio`.
@@ -238,6 +275,7 @@ type VirtualMachineStatus struct {
 
 	// uid of the VM on Harvester.
 	// +optional
+	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=64
 	UID string `json:"uid,omitempty"`
 
@@ -248,6 +286,7 @@ type VirtualMachineStatus struct {
 
 	// printableStatus is KubeVirt's one-word state of the VM (Starting, Running, Stopped, ...).
 	// +optional
+	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=64
 	PrintableStatus string `json:"printableStatus,omitempty"`
 }

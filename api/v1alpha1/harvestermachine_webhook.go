@@ -45,7 +45,7 @@ func (w *HarvesterMachineWebhook) ValidateCreate(_ context.Context, m *Harvester
 // providerID once.
 func (w *HarvesterMachineWebhook) ValidateUpdate(_ context.Context, oldM, newM *HarvesterMachine) (admission.Warnings, error) {
 	path := field.NewPath("spec")
-	errs := newM.Spec.validate(path)
+	errs := ratchet(newM.Spec.validate(path), oldM.Spec.validate(path))
 	if oldM.Spec.ProviderID != "" && newM.Spec.ProviderID != oldM.Spec.ProviderID {
 		errs = append(errs, field.Forbidden(path.Child("providerID"), "cannot change once set"))
 	}
@@ -98,10 +98,13 @@ func (s *HarvesterMachineSpec) validate(path *field.Path) field.ErrorList {
 	if s.ProviderID != "" && !strings.HasPrefix(s.ProviderID, ProviderIDPrefix) {
 		errs = append(errs, field.Invalid(path.Child("providerID"), s.ProviderID, "must start with "+ProviderIDPrefix))
 	}
-	if s.CPU < 1 {
+	switch {
+	case s.CPU < 1:
 		errs = append(errs, field.Invalid(path.Child("cpu"), s.CPU, "must be at least 1"))
+	case s.CPU > MaxCPU:
+		errs = append(errs, field.Invalid(path.Child("cpu"), s.CPU, fmt.Sprintf("must be at most %d", MaxCPU)))
 	}
-	errs = append(errs, validatePositive(path.Child("memory"), s.Memory)...)
+	errs = append(errs, validateAtLeast(path.Child("memory"), s.Memory, MinMemory)...)
 	if r := s.ReservedMemory; r != nil {
 		switch {
 		case r.Sign() < 0:
@@ -149,6 +152,9 @@ func validateDisks(path *field.Path, disks []Disk) field.ErrorList {
 			for _, msg := range validation.IsDNS1123Label(d.Name) {
 				errs = append(errs, field.Invalid(p.Child("name"), d.Name, msg))
 			}
+			if d.Name == CloudInitDiskName {
+				errs = append(errs, field.Invalid(p.Child("name"), d.Name, "is reserved for the cloud-init disk the provider adds"))
+			}
 			if names[d.Name] {
 				errs = append(errs, field.Duplicate(p.Child("name"), d.Name))
 			}
@@ -166,7 +172,7 @@ func validateDisks(path *field.Path, disks []Disk) field.ErrorList {
 				errs = append(errs, field.Invalid(p.Child("storageClassName"), d.StorageClassName, msg))
 			}
 		}
-		errs = append(errs, validatePositive(p.Child("size"), d.Size)...)
+		errs = append(errs, validateAtLeast(p.Child("size"), d.Size, MinDiskSize)...)
 		switch d.Bus {
 		case "", DiskBusVirtio, DiskBusSCSI, DiskBusSATA:
 		default:
@@ -215,6 +221,21 @@ func validateNetworks(path *field.Path, networks []Network) field.ErrorList {
 			} else {
 				macs[key] = true
 			}
+		}
+	}
+	return errs
+}
+
+// validateAsTemplate checks the spec of a machine template: a spec, less what a template must not
+// fix because every machine made from it would get the same.
+func (s *HarvesterMachineSpec) validateAsTemplate(path *field.Path) field.ErrorList {
+	errs := s.validate(path)
+	if s.ProviderID != "" {
+		errs = append(errs, field.Forbidden(path.Child("providerID"), "must not be set in a template: every machine made from it would claim the same VM"))
+	}
+	for i, n := range s.Networks {
+		if n.MACAddress != "" {
+			errs = append(errs, field.Forbidden(path.Child("networks").Index(i).Child("macAddress"), "must not fix a MAC address in a template: every machine made from it would get the same"))
 		}
 	}
 	return errs

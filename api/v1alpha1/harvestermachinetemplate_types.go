@@ -18,7 +18,11 @@ type HarvesterMachineTemplateResource struct {
 	// +optional
 	ObjectMeta clusterv1.ObjectMeta `json:"metadata,omitempty,omitzero"`
 
+	// spec of the HarvesterMachines made from this template. It cannot fix providerID or a MAC
+	// address: every machine made from it would get the same.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="!has(self.providerID)",message="must not be set in a template: every machine made from it would claim the same VM",fieldPath=".providerID"
+	// +kubebuilder:validation:XValidation:rule="!has(self.networks) || self.networks.all(n, !has(n.macAddress))",message="must not fix a MAC address in a template: every machine made from it would get the same",fieldPath=".networks"
 	Spec HarvesterMachineSpec `json:"spec"`
 }
 

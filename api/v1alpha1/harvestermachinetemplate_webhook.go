@@ -33,13 +33,13 @@ func (w *HarvesterMachineTemplateWebhook) Default(_ context.Context, t *Harveste
 
 // ValidateCreate checks a new HarvesterMachineTemplate.
 func (w *HarvesterMachineTemplateWebhook) ValidateCreate(_ context.Context, t *HarvesterMachineTemplate) (admission.Warnings, error) {
-	return nil, invalid("HarvesterMachineTemplate", t.Name, t.Spec.Template.Spec.validate(templateSpecPath))
+	return nil, invalid("HarvesterMachineTemplate", t.Name, t.Spec.Template.Spec.validateAsTemplate(templateSpecPath))
 }
 
 // ValidateUpdate refuses changes to the template, except in the topology controller's dry-run
 // requests, which must be allowed to compute the desired state of a ClusterClass cluster.
 func (w *HarvesterMachineTemplateWebhook) ValidateUpdate(ctx context.Context, oldT, newT *HarvesterMachineTemplate) (admission.Warnings, error) {
-	errs := newT.Spec.Template.Spec.validate(templateSpecPath)
+	errs := ratchet(newT.Spec.Template.Spec.validateAsTemplate(templateSpecPath), oldT.Spec.Template.Spec.validateAsTemplate(templateSpecPath))
 	dryRun, err := isTopologyDryRun(ctx, newT)
 	if err != nil {
 		return nil, err

@@ -49,12 +49,30 @@ func validateNamespacedName(path *field.Path, value string, allowBare bool) fiel
 	return errs
 }
 
-// validatePositive checks that a quantity is set and greater than zero.
-func validatePositive(path *field.Path, q resource.Quantity) field.ErrorList {
-	if q.Sign() <= 0 {
-		return field.ErrorList{field.Invalid(path, q.String(), "must be greater than zero")}
+// validateAtLeast checks that a quantity is at least min (a quantity literal such as MinMemory).
+func validateAtLeast(path *field.Path, q resource.Quantity, min string) field.ErrorList {
+	if q.Cmp(resource.MustParse(min)) < 0 {
+		return field.ErrorList{field.Invalid(path, q.String(), "must be at least "+min)}
 	}
 	return nil
+}
+
+// ratchet drops from errs the errors the old object had already: a rule added after an object
+// was stored must not refuse the updates that leave the offending field alone (removing a
+// finalizer, adding a label), or the object could not even be deleted. The apiserver ratchets
+// the CRD schema's rules the same way.
+func ratchet(errs, old field.ErrorList) field.ErrorList {
+	known := make(map[string]bool, len(old))
+	for _, e := range old {
+		known[e.Error()] = true
+	}
+	var out field.ErrorList
+	for _, e := range errs {
+		if !known[e.Error()] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // validateHTTPSURL checks an https URL with a host.

@@ -8,6 +8,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -15,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,30 +28,65 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
-var (
-	env *testenv.Environment
-	ctx = context.Background()
-)
+var ctx = context.Background()
 
 const namespace = "default"
 
+// The control planes start on first use, so that the package's unit tests and fuzz targets run
+// without kube-apiserver binaries; TestMain stops whichever started.
+var (
+	managementOnce, crdOnlyOnce sync.Once
+	managementEnv, crdOnlyEnv   *testenv.Environment
+	managementErr, crdOnlyErr   error
+)
+
 func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.StartManagement()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if err := env.StartManager(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		_ = env.Stop()
-		os.Exit(1)
-	}
 	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	for _, e := range []*testenv.Environment{managementEnv, crdOnlyEnv} {
+		if e != nil {
+			if err := e.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}
 	}
 	os.Exit(code)
+}
+
+// management is a management cluster with our CRDs and webhooks and Cluster API's, as users run it.
+func management(t *testing.T) *testenv.Environment {
+	t.Helper()
+	managementOnce.Do(func() {
+		managementEnv, managementErr = testenv.StartManagement()
+		if managementErr == nil {
+			managementErr = managementEnv.StartManager(ctx)
+		}
+	})
+	if managementErr != nil {
+		t.Fatal(managementErr)
+	}
+	return managementEnv
+}
+
+// crdOnly is an apiserver with our CRDs and no webhook at all: what a cluster whose provider
+// runs with --enable-webhooks=false (or whose webhook is down with failurePolicy Ignore) checks.
+func crdOnly(t *testing.T) *testenv.Environment {
+	t.Helper()
+	crdOnlyOnce.Do(func() {
+		scheme, err := testenv.ManagementScheme()
+		if err != nil {
+			crdOnlyErr = err
+			return
+		}
+		crdOnlyEnv, crdOnlyErr = testenv.Start(testenv.Options{
+			Name:              "crd-only",
+			Scheme:            scheme,
+			CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")},
+		})
+	})
+	if crdOnlyErr != nil {
+		t.Fatal(crdOnlyErr)
+	}
+	return crdOnlyEnv
 }
 
 func validClusterSpec() infrav1.HarvesterClusterSpec {
@@ -113,6 +153,25 @@ func clusterTemplate(name string, mutate func(*infrav1.HarvesterClusterSpec)) *i
 	return t
 }
 
+// withDiskSize returns m as an unstructured object whose first disk's size is size as written
+// in YAML (a Quantity always marshals as a string, so only this reaches the schema's integer
+// branch).
+func withDiskSize(t *testing.T, m *infrav1.HarvesterMachine, size any) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetGroupVersionKind(infrav1.GroupVersion.WithKind("HarvesterMachine"))
+	disks, _, _ := unstructured.NestedSlice(u.Object, "spec", "disks")
+	disks[0].(map[string]any)["size"] = size
+	if err := unstructured.SetNestedSlice(u.Object, disks, "spec", "disks"); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 // expectInvalid checks that err is the apiserver's Invalid error with a cause on field whose
 // message contains msg.
 func expectInvalid(g Gomega, err error, field, msg string) {
@@ -129,114 +188,210 @@ func expectInvalid(g Gomega, err error, field, msg string) {
 }
 
 func TestInvalidObjectsAreRejected(t *testing.T) {
+	env := management(t)
 	cert := "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n"
+	disks := func(n int) []infrav1.Disk {
+		var out []infrav1.Disk
+		for range n {
+			out = append(out, infrav1.Disk{StorageClassName: "longhorn", Size: resource.MustParse("10Gi")})
+		}
+		return out
+	}
+	networks := func(n int) []infrav1.Network {
+		var out []infrav1.Network
+		for i := range n {
+			out = append(out, infrav1.Network{NetworkName: fmt.Sprintf("default/vlan%d", i)})
+		}
+		return out
+	}
+	// variantOf names the case whose fault a case repeats (another value breaking the same rule,
+	// or the same rule under a template's path): such cases are run but not counted as faults.
 	cases := []struct {
-		name  string
-		obj   client.Object
-		field string
-		msg   string
+		name      string
+		obj       client.Object
+		field     string
+		msg       string
+		variantOf string
 	}{
 		// HarvesterCluster
-		{"empty identity secret", cluster("c-identity-empty", func(s *infrav1.HarvesterClusterSpec) { s.IdentitySecret.Name = "" }),
-			"spec.identitySecret.name", "at least 1 chars long"},
-		{"identity secret name not a DNS name", cluster("c-identity-bad", func(s *infrav1.HarvesterClusterSpec) { s.IdentitySecret.Name = "Harvester_Identity" }),
-			"spec.identitySecret.name", "RFC 1123"},
-		{"empty target namespace", cluster("c-ns-empty", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "" }),
-			"spec.targetNamespace", "at least 1 chars long"},
-		{"target namespace not a DNS label", cluster("c-ns-bad", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "Guests.Prod" }),
-			"spec.targetNamespace", "RFC 1123 label"},
-		{"unknown ipam mode", cluster("c-ipam-bad", func(s *infrav1.HarvesterClusterSpec) { s.LoadBalancer.IPAM = "static" }),
-			"spec.loadBalancer.ipam", `supported values: "pool", "dhcp"`},
-		{"ip pool with dhcp", cluster("c-dhcp-pool", func(s *infrav1.HarvesterClusterSpec) {
+		{name: "empty identity secret", obj: cluster("c-identity-empty", func(s *infrav1.HarvesterClusterSpec) { s.IdentitySecret.Name = "" }),
+			field: "spec.identitySecret.name", msg: "at least 1 chars long"},
+		{name: "identity secret name not a DNS name", obj: cluster("c-identity-bad", func(s *infrav1.HarvesterClusterSpec) { s.IdentitySecret.Name = "Harvester_Identity" }),
+			field: "spec.identitySecret.name", msg: "RFC 1123"},
+		{name: "empty target namespace", obj: cluster("c-ns-empty", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "" }),
+			field: "spec.targetNamespace", msg: "at least 1 chars long"},
+		{name: "target namespace not a DNS label", obj: cluster("c-ns-bad", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "Guests.Prod" }),
+			field: "spec.targetNamespace", msg: "RFC 1123 label"},
+		{name: "target namespace kube-system", obj: cluster("c-ns-kube-system", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "kube-system" }),
+			field: "spec.targetNamespace", msg: "is a system namespace of Kubernetes, Harvester or Longhorn"},
+		{name: "target namespace harvester-system", obj: cluster("c-ns-harvester-system", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "harvester-system" }),
+			field: "spec.targetNamespace", msg: "is a system namespace of Kubernetes, Harvester or Longhorn", variantOf: "target namespace kube-system"},
+		{name: "target namespace longhorn-system", obj: cluster("c-ns-longhorn-system", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "longhorn-system" }),
+			field: "spec.targetNamespace", msg: "is a system namespace of Kubernetes, Harvester or Longhorn", variantOf: "target namespace kube-system"},
+		{name: "target namespace of Rancher", obj: cluster("c-ns-cattle", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "cattle-system" }),
+			field: "spec.targetNamespace", msg: "is a system namespace of Rancher (cattle-*) or Fleet (fleet-*)"},
+		{name: "target namespace of Fleet", obj: cluster("c-ns-fleet", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "fleet-default" }),
+			field: "spec.targetNamespace", msg: "is a system namespace of Rancher (cattle-*) or Fleet (fleet-*)", variantOf: "target namespace of Rancher"},
+		{name: "unknown ipam mode", obj: cluster("c-ipam-bad", func(s *infrav1.HarvesterClusterSpec) { s.LoadBalancer.IPAM = "static" }),
+			field: "spec.loadBalancer.ipam", msg: `supported values: "pool", "dhcp"`},
+		{name: "ip pool with dhcp", obj: cluster("c-dhcp-pool", func(s *infrav1.HarvesterClusterSpec) {
 			s.LoadBalancer = infrav1.LoadBalancerSpec{IPAM: infrav1.IPAMDHCP, IPPoolName: "pool-a"}
-		}), "spec.loadBalancer.ipPoolName", "only be named with ipam `pool`"},
-		{"load balancer network without namespace", cluster("c-net-bad", func(s *infrav1.HarvesterClusterSpec) { s.LoadBalancer.Network = "vlan10" }),
-			"spec.loadBalancer.network", "`namespace/name`"},
-		{"endpoint host without port", cluster("c-ep-port", func(s *infrav1.HarvesterClusterSpec) { s.ControlPlaneEndpoint.Host = "10.0.0.10" }),
-			"spec.controlPlaneEndpoint.port", "between 1 and 65535"},
-		{"endpoint port without host", cluster("c-ep-host", func(s *infrav1.HarvesterClusterSpec) { s.ControlPlaneEndpoint.Port = 6443 }),
-			"spec.controlPlaneEndpoint.host", "a port needs a host"},
-		{"endpoint host not an address", cluster("c-ep-bad", func(s *infrav1.HarvesterClusterSpec) {
+		}), field: "spec.loadBalancer.ipPoolName", msg: "only be named with ipam `pool`"},
+		{name: "ip pool name not a DNS name", obj: cluster("c-pool-bad", func(s *infrav1.HarvesterClusterSpec) { s.LoadBalancer.IPPoolName = "Pool_A" }),
+			field: "spec.loadBalancer.ipPoolName", msg: "RFC 1123 subdomain"},
+		{name: "load balancer network without namespace", obj: cluster("c-net-bad", func(s *infrav1.HarvesterClusterSpec) { s.LoadBalancer.Network = "vlan10" }),
+			field: "spec.loadBalancer.network", msg: "`namespace/name`"},
+		{name: "endpoint host without port", obj: cluster("c-ep-port", func(s *infrav1.HarvesterClusterSpec) { s.ControlPlaneEndpoint.Host = "10.0.0.10" }),
+			field: "spec.controlPlaneEndpoint.port", msg: "between 1 and 65535"},
+		{name: "endpoint port out of range", obj: cluster("c-ep-range", func(s *infrav1.HarvesterClusterSpec) {
+			s.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "10.0.0.10", Port: 70000}
+		}), field: "spec.controlPlaneEndpoint.port", msg: "less than or equal to 65535"},
+		{name: "endpoint port without host", obj: cluster("c-ep-host", func(s *infrav1.HarvesterClusterSpec) { s.ControlPlaneEndpoint.Port = 6443 }),
+			field: "spec.controlPlaneEndpoint.host", msg: "a port needs a host"},
+		{name: "endpoint host not an address", obj: cluster("c-ep-bad", func(s *infrav1.HarvesterClusterSpec) {
 			s.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "not a host", Port: 6443}
-		}), "spec.controlPlaneEndpoint.host", "IP address or a DNS name"},
-		{"guest API over http", cluster("c-api-http", func(s *infrav1.HarvesterClusterSpec) {
+		}), field: "spec.controlPlaneEndpoint.host", msg: "IP address or a DNS name"},
+		{name: "guest API without server", obj: cluster("c-api-empty", func(s *infrav1.HarvesterClusterSpec) {
+			s.GuestHarvesterAPI = &infrav1.HarvesterAPIEndpoint{}
+		}), field: "spec.guestHarvesterAPI.server", msg: "at least 1 chars long"},
+		{name: "guest API over http", obj: cluster("c-api-http", func(s *infrav1.HarvesterClusterSpec) {
 			s.GuestHarvesterAPI = &infrav1.HarvesterAPIEndpoint{Server: "http://10.0.0.5:6443"}
-		}), "spec.guestHarvesterAPI.server", "https URL"},
-		{"guest API CA not a certificate", cluster("c-api-ca", func(s *infrav1.HarvesterClusterSpec) {
+		}), field: "spec.guestHarvesterAPI.server", msg: "https URL"},
+		{name: "guest API CA not a certificate", obj: cluster("c-api-ca", func(s *infrav1.HarvesterClusterSpec) {
 			s.GuestHarvesterAPI = &infrav1.HarvesterAPIEndpoint{Server: "https://10.0.0.5:6443", CABundle: []byte(cert)}
-		}), "spec.guestHarvesterAPI.caBundle", "does not parse"},
+		}), field: "spec.guestHarvesterAPI.caBundle", msg: "does not parse"},
 
 		// HarvesterMachine
-		{"zero CPUs", machine("m-cpu-zero", func(s *infrav1.HarvesterMachineSpec) { s.CPU = 0 }),
-			"spec.cpu", "at least 1"},
-		{"negative CPUs", machine("m-cpu-neg", func(s *infrav1.HarvesterMachineSpec) { s.CPU = -2 }),
-			"spec.cpu", "at least 1"},
-		{"zero memory", machine("m-mem-zero", func(s *infrav1.HarvesterMachineSpec) { s.Memory = resource.MustParse("0") }),
-			"spec.memory", "greater than zero"},
-		{"negative memory", machine("m-mem-neg", func(s *infrav1.HarvesterMachineSpec) { s.Memory = resource.MustParse("-1Gi") }),
-			"spec.memory", "greater than zero"},
-		{"reserved memory above memory", machine("m-reserved", func(s *infrav1.HarvesterMachineSpec) { s.ReservedMemory = ptr.To(resource.MustParse("8Gi")) }),
-			"spec.reservedMemory", "less than memory (4Gi)"},
-		{"no disks", machine("m-no-disks", func(s *infrav1.HarvesterMachineSpec) { s.Disks = []infrav1.Disk{} }),
-			"spec.disks", "at least 1 items"},
-		{"disk with two sources", machine("m-disk-two", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].StorageClassName = "longhorn" }),
-			"spec.disks[0].storageClassName", "exactly one of image or storageClassName"},
-		{"disk without source", machine("m-disk-none", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Image = "" }),
-			"spec.disks[0]", "exactly one of image or storageClassName"},
-		{"disk without size", machine("m-disk-size", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Size = resource.Quantity{} }),
-			"spec.disks[0].size", "greater than zero"},
-		{"unknown disk bus", machine("m-disk-bus", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Bus = "ide" }),
-			"spec.disks[0].bus", `supported values: "virtio", "scsi", "sata"`},
-		{"image reference malformed", machine("m-disk-image", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Image = "default/Ubuntu Noble" }),
-			"spec.disks[0].image", "`name` or `namespace/name`"},
-		{"duplicate disk names", machine("m-disk-dup", func(s *infrav1.HarvesterMachineSpec) {
+		{name: "zero CPUs", obj: machine("m-cpu-zero", func(s *infrav1.HarvesterMachineSpec) { s.CPU = 0 }),
+			field: "spec.cpu", msg: "greater than or equal to 1"},
+		{name: "negative CPUs", obj: machine("m-cpu-neg", func(s *infrav1.HarvesterMachineSpec) { s.CPU = -2 }),
+			field: "spec.cpu", msg: "greater than or equal to 1", variantOf: "zero CPUs"},
+		{name: "more CPUs than KubeVirt's bound", obj: machine("m-cpu-max", func(s *infrav1.HarvesterMachineSpec) { s.CPU = infrav1.MaxCPU + 1 }),
+			field: "spec.cpu", msg: "less than or equal to 512"},
+		{name: "memory below 128Mi", obj: machine("m-mem-low", func(s *infrav1.HarvesterMachineSpec) { s.Memory = resource.MustParse("127Mi") }),
+			field: "spec.memory", msg: "must be at least 128Mi"},
+		{name: "zero memory", obj: machine("m-mem-zero", func(s *infrav1.HarvesterMachineSpec) { s.Memory = resource.MustParse("0") }),
+			field: "spec.memory", msg: "must be at least 128Mi", variantOf: "memory below 128Mi"},
+		{name: "negative memory", obj: machine("m-mem-neg", func(s *infrav1.HarvesterMachineSpec) { s.Memory = resource.MustParse("-1Gi") }),
+			field: "spec.memory", msg: "must be at least 128Mi", variantOf: "memory below 128Mi"},
+		{name: "reserved memory above memory", obj: machine("m-reserved", func(s *infrav1.HarvesterMachineSpec) { s.ReservedMemory = ptr.To(resource.MustParse("8Gi")) }),
+			field: "spec.reservedMemory", msg: "less than memory (4Gi)"},
+		{name: "negative reserved memory", obj: machine("m-reserved-neg", func(s *infrav1.HarvesterMachineSpec) { s.ReservedMemory = ptr.To(resource.MustParse("-1Mi")) }),
+			field: "spec.reservedMemory", msg: "must not be negative"},
+		{name: "no disks", obj: machine("m-no-disks", func(s *infrav1.HarvesterMachineSpec) { s.Disks = []infrav1.Disk{} }),
+			field: "spec.disks", msg: "at least 1 items"},
+		{name: "more than 16 disks", obj: machine("m-disks-17", func(s *infrav1.HarvesterMachineSpec) { s.Disks = append(s.Disks, disks(16)...) }),
+			field: "spec.disks", msg: "must have at most 16 items"},
+		{name: "disk with two sources", obj: machine("m-disk-two", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].StorageClassName = "longhorn" }),
+			field: "spec.disks[0].storageClassName", msg: "exactly one of image or storageClassName"},
+		{name: "disk without source", obj: machine("m-disk-none", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Image = "" }),
+			field: "spec.disks[0]", msg: "exactly one of image or storageClassName"},
+		{name: "disk below 1Gi", obj: machine("m-disk-small", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Size = resource.MustParse("1023Mi") }),
+			field: "spec.disks[0].size", msg: "must be at least 1Gi"},
+		{name: "disk without size", obj: machine("m-disk-size", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Size = resource.Quantity{} }),
+			field: "spec.disks[0].size", msg: "must be at least 1Gi", variantOf: "disk below 1Gi"},
+		{name: "second disk below 1Gi", obj: machine("m-disk-small-2", func(s *infrav1.HarvesterMachineSpec) {
+			s.Disks = append(s.Disks, infrav1.Disk{StorageClassName: "longhorn", Size: resource.MustParse("100M")})
+		}), field: "spec.disks[1].size", msg: "must be at least 1Gi", variantOf: "disk below 1Gi"},
+		{name: "disk named like the cloud-init disk", obj: machine("m-disk-cloudinit", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Name = infrav1.CloudInitDiskName }),
+			field: "spec.disks[0].name", msg: "is reserved for the cloud-init disk"},
+		{name: "disk name not a DNS label", obj: machine("m-disk-name", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Name = "Root_Disk" }),
+			field: "spec.disks[0].name", msg: "RFC 1123 label"},
+		{name: "unknown disk bus", obj: machine("m-disk-bus", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Bus = "ide" }),
+			field: "spec.disks[0].bus", msg: `supported values: "virtio", "scsi", "sata"`},
+		{name: "image reference malformed", obj: machine("m-disk-image", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Image = "default/Ubuntu Noble" }),
+			field: "spec.disks[0].image", msg: "`name` or `namespace/name`"},
+		{name: "storage class name not a DNS name", obj: machine("m-disk-sc", func(s *infrav1.HarvesterMachineSpec) {
+			s.Disks[0] = infrav1.Disk{StorageClassName: "Fast_SSD", Size: resource.MustParse("10Gi")}
+		}), field: "spec.disks[0].storageClassName", msg: "RFC 1123 subdomain"},
+		{name: "duplicate disk names", obj: machine("m-disk-dup", func(s *infrav1.HarvesterMachineSpec) {
 			s.Disks = append(s.Disks, infrav1.Disk{Name: "disk-0", StorageClassName: "longhorn", Size: resource.MustParse("10Gi")})
-		}), "spec.disks[1].name", "Duplicate value"},
-		{"duplicate boot order", machine("m-boot-dup", func(s *infrav1.HarvesterMachineSpec) {
+		}), field: "spec.disks[1].name", msg: "Duplicate value"},
+		{name: "duplicate boot order", obj: machine("m-boot-dup", func(s *infrav1.HarvesterMachineSpec) {
 			s.Disks[0].BootOrder = ptr.To[int32](1)
 			s.Disks = append(s.Disks, infrav1.Disk{StorageClassName: "longhorn", Size: resource.MustParse("10Gi"), BootOrder: ptr.To[int32](1)})
-		}), "spec.disks[1].bootOrder", "Duplicate value"},
-		{"boot order zero", machine("m-boot-zero", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].BootOrder = ptr.To[int32](0) }),
-			"spec.disks[0].bootOrder", "at least 1"},
-		{"no networks", machine("m-no-nets", func(s *infrav1.HarvesterMachineSpec) { s.Networks = []infrav1.Network{} }),
-			"spec.networks", "at least 1 items"},
-		{"network without namespace", machine("m-net-bare", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].NetworkName = "vlan10" }),
-			"spec.networks[0].networkName", "`namespace/name`"},
-		{"duplicate interface names", machine("m-net-dup", func(s *infrav1.HarvesterMachineSpec) {
+		}), field: "spec.disks[1].bootOrder", msg: "Duplicate value"},
+		{name: "boot order zero", obj: machine("m-boot-zero", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].BootOrder = ptr.To[int32](0) }),
+			field: "spec.disks[0].bootOrder", msg: "at least 1"},
+		{name: "no networks", obj: machine("m-no-nets", func(s *infrav1.HarvesterMachineSpec) { s.Networks = []infrav1.Network{} }),
+			field: "spec.networks", msg: "at least 1 items"},
+		{name: "more than 8 networks", obj: machine("m-nets-9", func(s *infrav1.HarvesterMachineSpec) { s.Networks = networks(9) }),
+			field: "spec.networks", msg: "must have at most 8 items"},
+		{name: "network without namespace", obj: machine("m-net-bare", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].NetworkName = "vlan10" }),
+			field: "spec.networks[0].networkName", msg: "`namespace/name`"},
+		{name: "network namespace not a DNS label", obj: machine("m-net-ns", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].NetworkName = "Default/vlan10" }),
+			field: "spec.networks[0].networkName", msg: "namespace: a lowercase RFC 1123 label"},
+		{name: "interface name not a DNS label", obj: machine("m-net-name", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].Name = "eth0.100" }),
+			field: "spec.networks[0].name", msg: "must not contain dots"},
+		{name: "duplicate interface names", obj: machine("m-net-dup", func(s *infrav1.HarvesterMachineSpec) {
 			s.Networks = []infrav1.Network{{Name: "mgmt", NetworkName: "default/vlan10"}, {Name: "mgmt", NetworkName: "default/vlan20"}}
-		}), "spec.networks[1].name", "Duplicate value"},
-		{"malformed MAC", machine("m-mac-bad", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].MACAddress = "52:54:00:zz:00:01" }),
-			"spec.networks[0].macAddress", "MAC address"},
-		{"multicast MAC", machine("m-mac-multicast", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].MACAddress = "01:00:5e:00:00:01" }),
-			"spec.networks[0].macAddress", "unicast"},
-		{"duplicate MAC", machine("m-mac-dup", func(s *infrav1.HarvesterMachineSpec) {
+		}), field: "spec.networks[1].name", msg: "Duplicate value"},
+		{name: "malformed MAC", obj: machine("m-mac-bad", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].MACAddress = "52:54:00:zz:00:01" }),
+			field: "spec.networks[0].macAddress", msg: "MAC address"},
+		{name: "multicast MAC", obj: machine("m-mac-multicast", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].MACAddress = "01:00:5e:00:00:01" }),
+			field: "spec.networks[0].macAddress", msg: "unicast"},
+		{name: "duplicate MAC", obj: machine("m-mac-dup", func(s *infrav1.HarvesterMachineSpec) {
 			s.Networks = []infrav1.Network{
 				{NetworkName: "default/vlan10", MACAddress: "52:54:00:00:00:01"},
 				{NetworkName: "default/vlan20", MACAddress: "52:54:00:00:00:01"},
 			}
-		}), "spec.networks[1].macAddress", "Duplicate value"},
-		{"secure boot without EFI", machine("m-secureboot", func(s *infrav1.HarvesterMachineSpec) { s.Firmware.SecureBoot = true }),
-			"spec.firmware.secureBoot", "requires bootMode EFI"},
-		{"keypair name malformed", machine("m-keypair", func(s *infrav1.HarvesterMachineSpec) { s.SSHKeyPairs = []string{"my key"} }),
-			"spec.sshKeyPairs[0]", "`name` or `namespace/name`"},
-		{"unsupported run strategy", machine("m-run", func(s *infrav1.HarvesterMachineSpec) { s.RunStrategy = "Halted" }),
-			"spec.runStrategy", `supported values: "Always", "RerunOnFailure"`},
-		{"foreign provider ID", machine("m-providerid", func(s *infrav1.HarvesterMachineSpec) { s.ProviderID = "aws:///i-123" }),
-			"spec.providerID", "must start with harvester://"},
+		}), field: "spec.networks[1].macAddress", msg: "Duplicate value"},
+		{name: "unknown boot mode", obj: machine("m-bootmode", func(s *infrav1.HarvesterMachineSpec) { s.Firmware.BootMode = "UEFI" }),
+			field: "spec.firmware.bootMode", msg: `supported values: "BIOS", "EFI"`},
+		{name: "secure boot without EFI", obj: machine("m-secureboot", func(s *infrav1.HarvesterMachineSpec) { s.Firmware.SecureBoot = true }),
+			field: "spec.firmware.secureBoot", msg: "requires bootMode EFI"},
+		{name: "keypair name malformed", obj: machine("m-keypair", func(s *infrav1.HarvesterMachineSpec) { s.SSHKeyPairs = []string{"my key"} }),
+			field: "spec.sshKeyPairs[0]", msg: "`name` or `namespace/name`"},
+		{name: "keypair named twice", obj: machine("m-keypair-dup", func(s *infrav1.HarvesterMachineSpec) { s.SSHKeyPairs = []string{"ops", "ops"} }),
+			field: "spec.sshKeyPairs[1]", msg: "Duplicate value"},
+		{name: "unsupported run strategy", obj: machine("m-run", func(s *infrav1.HarvesterMachineSpec) { s.RunStrategy = "Halted" }),
+			field: "spec.runStrategy", msg: `supported values: "Always", "RerunOnFailure"`},
+		{name: "foreign provider ID", obj: machine("m-providerid", func(s *infrav1.HarvesterMachineSpec) { s.ProviderID = "aws:///i-123" }),
+			field: "spec.providerID", msg: "must start with harvester://"},
 
-		// Templates carry the same checks under spec.template.spec.
-		{"machine template with zero CPUs", machineTemplate("mt-cpu", func(s *infrav1.HarvesterMachineSpec) { s.CPU = 0 }),
-			"spec.template.spec.cpu", "at least 1"},
-		{"machine template disk without source", machineTemplate("mt-disk", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Image = "" }),
-			"spec.template.spec.disks[0]", "exactly one of image or storageClassName"},
-		{"cluster template without target namespace", clusterTemplate("ct-ns", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "" }),
-			"spec.template.spec.targetNamespace", "at least 1 chars long"},
-		{"cluster template dhcp with pool", clusterTemplate("ct-dhcp", func(s *infrav1.HarvesterClusterSpec) {
+		// Templates carry the same checks under spec.template.spec, and refuse what every
+		// machine made from them would share.
+		{name: "machine template with a provider ID", obj: machineTemplate("mt-providerid", func(s *infrav1.HarvesterMachineSpec) {
+			s.ProviderID = "harvester://6f1a5c1e-0000-4000-8000-000000000001"
+		}), field: "spec.template.spec.providerID", msg: "must not be set in a template"},
+		{name: "machine template with a MAC address", obj: machineTemplate("mt-mac", func(s *infrav1.HarvesterMachineSpec) {
+			s.Networks = append(s.Networks, infrav1.Network{NetworkName: "default/vlan20", MACAddress: "52:54:00:00:00:01"})
+		}), field: "spec.template.spec.networks", msg: "must not fix a MAC address in a template"},
+		{name: "machine template with zero CPUs", obj: machineTemplate("mt-cpu", func(s *infrav1.HarvesterMachineSpec) { s.CPU = 0 }),
+			field: "spec.template.spec.cpu", msg: "greater than or equal to 1", variantOf: "zero CPUs"},
+		{name: "machine template memory below 128Mi", obj: machineTemplate("mt-mem", func(s *infrav1.HarvesterMachineSpec) { s.Memory = resource.MustParse("64Mi") }),
+			field: "spec.template.spec.memory", msg: "must be at least 128Mi", variantOf: "memory below 128Mi"},
+		{name: "machine template disk below 1Gi", obj: machineTemplate("mt-disk-small", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Size = resource.MustParse("512Mi") }),
+			field: "spec.template.spec.disks[0].size", msg: "must be at least 1Gi", variantOf: "disk below 1Gi"},
+		{name: "machine template disk without source", obj: machineTemplate("mt-disk", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Image = "" }),
+			field: "spec.template.spec.disks[0]", msg: "exactly one of image or storageClassName", variantOf: "disk without source"},
+		{name: "cluster template without target namespace", obj: clusterTemplate("ct-ns", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "" }),
+			field: "spec.template.spec.targetNamespace", msg: "at least 1 chars long", variantOf: "empty target namespace"},
+		{name: "cluster template in kube-public", obj: clusterTemplate("ct-ns-system", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "kube-public" }),
+			field: "spec.template.spec.targetNamespace", msg: "is a system namespace", variantOf: "target namespace kube-system"},
+		{name: "cluster template dhcp with pool", obj: clusterTemplate("ct-dhcp", func(s *infrav1.HarvesterClusterSpec) {
 			s.LoadBalancer = infrav1.LoadBalancerSpec{IPAM: infrav1.IPAMDHCP, IPPoolName: "pool-a"}
-		}), "spec.template.spec.loadBalancer.ipPoolName", "only be named with ipam `pool`"},
+		}), field: "spec.template.spec.loadBalancer.ipPoolName", msg: "only be named with ipam `pool`", variantOf: "ip pool with dhcp"},
 	}
-	if len(cases) < 30 {
-		t.Fatalf("the foundation promises at least 30 rejected objects, the table has %d", len(cases))
+
+	names := map[string]bool{}
+	faults := 0
+	for _, tc := range cases {
+		if names[tc.name] {
+			t.Fatalf("two cases are named %q", tc.name)
+		}
+		names[tc.name] = true
+		if tc.variantOf == "" {
+			faults++
+		}
+	}
+	for _, tc := range cases {
+		if tc.variantOf != "" && !names[tc.variantOf] {
+			t.Fatalf("case %q is a variant of %q, which is not in the table", tc.name, tc.variantOf)
+		}
+	}
+	if faults < 40 {
+		t.Fatalf("issue 11 asks for at least 40 distinct rejected faults, the table has %d", faults)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -247,7 +402,74 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 	}
 }
 
+// Names that no VM name or label value can hold are accepted: refusing them would wedge the
+// MachineSet that made them. The provider hashes them (pkg/harvester VMName).
+func TestLongNamesAndTheDefaultNamespaceAreAccepted(t *testing.T) {
+	env := management(t)
+	g := NewWithT(t)
+	long := strings.Repeat("workers-gpu-a100-", 8) + "7c9f8-x2kqz"
+	g.Expect(len(long)).To(BeNumerically(">", 63))
+	g.Expect(env.Client.Create(ctx, machine(long, nil))).To(Succeed())
+	g.Expect(env.Client.Create(ctx, machine("worker.eu-west-1.example", nil))).To(Succeed())
+
+	g.Expect(env.Client.Create(ctx, cluster("in-default", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "default" }))).To(Succeed(),
+		"default is an ordinary Harvester namespace for VMs")
+	g.Expect(env.Client.Create(ctx, cluster("kube-like", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "kube-guests" }))).To(Succeed(),
+		"only the listed kube-* namespaces are the system's")
+
+	// The floors themselves are allowed.
+	g.Expect(env.Client.Create(ctx, machine("at-the-floor", func(s *infrav1.HarvesterMachineSpec) {
+		s.CPU, s.Memory, s.Disks[0].Size = infrav1.MaxCPU, resource.MustParse(infrav1.MinMemory), resource.MustParse(infrav1.MinDiskSize)
+	}))).To(Succeed())
+}
+
+// The floor holds with no webhook in the path: each of these is refused by the CRD schema alone.
+func TestFloorHoldsWithoutWebhooks(t *testing.T) {
+	env := crdOnly(t)
+	cases := []struct {
+		name  string
+		obj   client.Object
+		field string
+		msg   string
+	}{
+		{"zero CPUs", machine("cpu-zero", func(s *infrav1.HarvesterMachineSpec) { s.CPU = 0 }), "spec.cpu", "greater than or equal to 1"},
+		{"too many CPUs", machine("cpu-max", func(s *infrav1.HarvesterMachineSpec) { s.CPU = infrav1.MaxCPU + 1 }), "spec.cpu", "less than or equal to 512"},
+		{"memory below the floor", machine("mem-low", func(s *infrav1.HarvesterMachineSpec) { s.Memory = resource.MustParse("64Mi") }),
+			"spec.memory", "must be at least " + infrav1.MinMemory},
+		{"disk below the floor", machine("disk-small", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Size = resource.MustParse("500Mi") }),
+			"spec.disks[0].size", "must be at least " + infrav1.MinDiskSize},
+		{"disk size as a plain number", withDiskSize(t, machine("disk-int", nil), int64(1000)),
+			"spec.disks[0].size", "must be at least " + infrav1.MinDiskSize},
+		{"cloud-init disk name", machine("disk-reserved", func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Name = infrav1.CloudInitDiskName }),
+			"spec.disks[0].name", "is reserved"},
+		{"template provider ID", machineTemplate("t-providerid", func(s *infrav1.HarvesterMachineSpec) { s.ProviderID = "harvester://x" }),
+			"spec.template.spec.providerID", "must not be set in a template"},
+		{"template MAC", machineTemplate("t-mac", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].MACAddress = "52:54:00:00:00:01" }),
+			"spec.template.spec.networks", "must not fix a MAC address"},
+		{"kube-system", cluster("ns-kube-system", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "kube-system" }),
+			"spec.targetNamespace", "is a system namespace"},
+		{"cattle-*", clusterTemplate("ns-cattle", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "cattle-fleet-system" }),
+			"spec.template.spec.targetNamespace", "is a system namespace"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			// No webhook fills in defaults either: disks and NICs go without names here.
+			expectInvalid(g, env.Client.Create(ctx, tc.obj), tc.field, tc.msg)
+		})
+	}
+
+	// The same apiserver takes valid objects, so the refusals above are the rules' doing.
+	g := NewWithT(t)
+	g.Expect(env.Client.Create(ctx, machine("valid", nil))).To(Succeed())
+	g.Expect(env.Client.Create(ctx, machineTemplate("valid", nil))).To(Succeed())
+	g.Expect(env.Client.Create(ctx, withDiskSize(t, machine("valid-int", nil), int64(2<<30)))).To(Succeed(),
+		"a size written as a plain number of bytes passes the rule too")
+	g.Expect(env.Client.Create(ctx, cluster("valid", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "default" }))).To(Succeed())
+}
+
 func TestDefaultsAreApplied(t *testing.T) {
+	env := management(t)
 	g := NewWithT(t)
 
 	c := cluster("defaults", nil)
@@ -282,6 +504,7 @@ func TestDefaultsAreApplied(t *testing.T) {
 }
 
 func TestImmutableFieldsAreRefusedOnUpdate(t *testing.T) {
+	env := management(t)
 	t.Run("cluster", func(t *testing.T) {
 		g := NewWithT(t)
 		c := cluster("immutable", nil)
@@ -342,6 +565,7 @@ func TestImmutableFieldsAreRefusedOnUpdate(t *testing.T) {
 }
 
 func TestTemplatesAllowTopologyDryRun(t *testing.T) {
+	env := management(t)
 	g := NewWithT(t)
 	mt := machineTemplate("dry-run", nil)
 	g.Expect(env.Client.Create(ctx, mt)).To(Succeed())
@@ -370,10 +594,11 @@ func TestTemplatesAllowTopologyDryRun(t *testing.T) {
 
 	// A dry run still gets the ordinary validation.
 	changedMT.Spec.Template.Spec.CPU = 0
-	expectInvalid(g, env.Client.Update(ctx, changedMT, client.DryRunAll), "spec.template.spec.cpu", "at least 1")
+	expectInvalid(g, env.Client.Update(ctx, changedMT, client.DryRunAll), "spec.template.spec.cpu", "greater than or equal to 1")
 }
 
 func TestCRDsCarryTheContractLabel(t *testing.T) {
+	env := management(t)
 	g := NewWithT(t)
 	for _, plural := range []string{"harvesterclusters", "harvesterclustertemplates", "harvestermachines", "harvestermachinetemplates"} {
 		crd := &apiextensionsv1.CustomResourceDefinition{}

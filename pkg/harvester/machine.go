@@ -151,8 +151,11 @@ func equalData(a, b map[string][]byte) bool {
 // AdoptCloudInit makes the VM the owner of the cloud-init Secret, so that Harvester's garbage
 // collector removes it with the VM even if the provider is gone by then.
 func (s *MachineService) AdoptCloudInit(ctx context.Context, vm *kubevirtv1.VirtualMachine) error {
+	name := cloudInitSecretOf(vm)
+	if name == "" {
+		return nil
+	}
 	secret := &corev1.Secret{}
-	name := CloudInitSecretName(vm.Name)
 	if err := s.C.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: name}, secret); err != nil {
 		return client.IgnoreNotFound(err)
 	}
@@ -163,6 +166,20 @@ func (s *MachineService) AdoptCloudInit(ctx context.Context, vm *kubevirtv1.Virt
 		APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID,
 	})
 	return s.C.Update(ctx, secret)
+}
+
+// cloudInitSecretOf is the user-data Secret a VM's cloud-init disk reads. It is read from the VM
+// rather than derived from the VM's name, which may be a hash of the machine's (see VMName).
+func cloudInitSecretOf(vm *kubevirtv1.VirtualMachine) string {
+	if vm.Spec.Template == nil {
+		return ""
+	}
+	for _, v := range vm.Spec.Template.Spec.Volumes {
+		if v.Name == infrav1.CloudInitDiskName && v.CloudInitNoCloud != nil && v.CloudInitNoCloud.UserDataSecretRef != nil {
+			return v.CloudInitNoCloud.UserDataSecretRef.Name
+		}
+	}
+	return ""
 }
 
 // Cleanup deletes what a machine left besides its VM: its cloud-init Secret and any volume
@@ -182,7 +199,7 @@ func (s *MachineService) Cleanup(ctx context.Context, m *infrav1.HarvesterMachin
 	}
 	pvcs := &corev1.PersistentVolumeClaimList{}
 	if err := s.C.List(ctx, pvcs, client.InNamespace(namespace), client.MatchingLabels{
-		LabelManagedBy: ManagedByValue, LabelMachine: m.Name, LabelMachineNamespace: m.Namespace,
+		LabelManagedBy: ManagedByValue, LabelMachine: MachineLabelValue(m.Name), LabelMachineNamespace: m.Namespace,
 	}); err != nil {
 		return false, fmt.Errorf("listing the machine's volumes: %w", err)
 	}

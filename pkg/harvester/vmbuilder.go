@@ -24,8 +24,6 @@ const (
 	// FailureDomainTopologyKey is the attribute of a failure domain that names the host label it
 	// stands for (LabelZone, or LabelHostname when hosts have no zones).
 	FailureDomainTopologyKey = "topologyKey"
-
-	cloudInitDisk = "cloudinitdisk"
 )
 
 // Image is a VirtualMachineImage a disk is cloned from, as the VM builder needs it.
@@ -64,7 +62,7 @@ func ResolveRef(ref, defaultNamespace string) (string, string) {
 // MachineLabels are the labels of a machine's VM and VMI.
 func MachineLabels(in *VMInput) map[string]string {
 	labels := ManagedLabels(in.ClusterNamespace, in.ClusterName)
-	labels[LabelMachine] = in.Machine.Name
+	labels[LabelMachine] = MachineLabelValue(in.Machine.Name)
 	labels[LabelMachineNamespace] = in.Machine.Namespace
 	labels[LabelRole] = in.Role
 	return labels
@@ -102,6 +100,7 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 		return nil, err
 	}
 	annotations := map[string]string{
+		AnnotationMachine:              m.Name,
 		AnnotationVolumeClaimTemplates: string(claimsJSON),
 		// Harvester deletes these volumes with the VM, whoever deletes it.
 		AnnotationRemovedPVCs: strings.Join(claimNames, ","),
@@ -135,10 +134,11 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 	if in.NetworkDataSecret != "" {
 		cloudInit.NetworkDataSecretRef = &corev1.LocalObjectReference{Name: in.NetworkDataSecret}
 	}
-	disks = append(disks, kubevirtv1.Disk{Name: cloudInitDisk, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}})
-	volumes = append(volumes, kubevirtv1.Volume{Name: cloudInitDisk, VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: cloudInit}})
+	disks = append(disks, kubevirtv1.Disk{Name: infrav1.CloudInitDiskName, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}})
+	volumes = append(volumes, kubevirtv1.Volume{Name: infrav1.CloudInitDiskName, VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: cloudInit}})
 
-	templateAnnotations := map[string]string{}
+	// The VMI gets the machine's whole name too, so that its events map back to the machine.
+	templateAnnotations := map[string]string{AnnotationMachine: m.Name}
 	if len(in.KeyPairs) > 0 {
 		names, _ := json.Marshal(in.KeyPairs)
 		templateAnnotations[AnnotationSSHNames] = string(names)
@@ -154,7 +154,7 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 	vm := &kubevirtv1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   in.Namespace,
-			Name:        m.Name,
+			Name:        VMName(m.Name),
 			Labels:      labels,
 			Annotations: annotations,
 		},
@@ -163,7 +163,7 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: templateLabels, Annotations: templateAnnotations},
 				Spec: kubevirtv1.VirtualMachineInstanceSpec{
-					Hostname: m.Name,
+					Hostname: VMName(m.Name),
 					Domain: kubevirtv1.DomainSpec{
 						CPU:    &kubevirtv1.CPU{Cores: cores, Sockets: 1, Threads: 1},
 						Memory: &kubevirtv1.Memory{Guest: &guest},
@@ -327,7 +327,7 @@ func NetworkNames(spec *infrav1.HarvesterMachineSpec) []string {
 
 // OwnedBy tells whether a Harvester object carries the labels of a given HarvesterMachine.
 func OwnedBy(labels map[string]string, m *infrav1.HarvesterMachine) bool {
-	return labels[LabelManagedBy] == ManagedByValue && labels[LabelMachine] == m.Name && labels[LabelMachineNamespace] == m.Namespace
+	return labels[LabelManagedBy] == ManagedByValue && labels[LabelMachine] == MachineLabelValue(m.Name) && labels[LabelMachineNamespace] == m.Namespace
 }
 
 // ClaimNamesOf reads the PVC names of a VM's volumeClaimTemplates annotation.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"strings"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 
@@ -218,6 +219,44 @@ var _ = Describe("HarvesterMachine", func() {
 		Expect(harvesterClient().List(ctx, vms, client.InNamespace(tc.Target),
 			client.MatchingLabels{harvester.LabelMachine: hm.Name})).To(Succeed())
 		Expect(vms.Items).To(HaveLen(1))
+
+		deleteCluster(tc)
+		leakFree(tc.Target)
+	})
+
+	It("gives machines whose names no VM name can hold a hashed VM name and follows them to the end", func() {
+		tc := newTestCluster("longnames", "longnames")
+		long := "control-plane-" + strings.Repeat("with-a-very-long-name-", 4) + "0"
+		dotted := "cp.eu-west-1.example"
+		Expect(len(long)).To(BeNumerically(">", 63))
+		for _, name := range []string{long, dotted} {
+			tc.controlPlaneMachine(name)
+		}
+
+		for _, name := range []string{long, dotted} {
+			hm := &infrav1.HarvesterMachine{}
+			vmName := harvester.VMName(name)
+			Expect(vmName).NotTo(Equal(name))
+			By("provisioning " + name + " as VM " + vmName)
+			Eventually(func(g Gomega) {
+				g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: name}, hm)).To(Succeed())
+				g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%v", hm.Status.Conditions)
+				g.Expect(hm.Status.VirtualMachine.Name).To(Equal(vmName))
+				g.Expect(hm.Status.Addresses).To(ContainElement(clusterv1.MachineAddress{Type: clusterv1.MachineHostName, Address: vmName}))
+			}).Should(Succeed())
+			vm := &kubevirtv1.VirtualMachine{}
+			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: vmName}, vm)).To(Succeed())
+			Expect(vm.Annotations).To(HaveKeyWithValue(harvester.AnnotationMachine, name))
+			Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelMachine, harvester.MachineLabelValue(name)))
+			Expect(vm.Spec.Template.Spec.Hostname).To(Equal(vmName))
+
+			By("matching the Machine to the guest Node named after the VM")
+			Eventually(func(g Gomega) {
+				m := &clusterv1.Machine{}
+				g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: name}, m)).To(Succeed())
+				g.Expect(m.Status.NodeRef.Name).To(Equal(vmName))
+			}).Should(Succeed())
+		}
 
 		deleteCluster(tc)
 		leakFree(tc.Target)

@@ -1,0 +1,149 @@
+package v1alpha1
+
+// With the webhooks on, the CRD schema refuses a floor violation before the validating webhook
+// sees it, so the webhook's own checks (what holds when the CRD of an older release is installed
+// with this manager) are tested here, by calling them.
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/format"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+func validMachineSpec() HarvesterMachineSpec {
+	return HarvesterMachineSpec{
+		CPU:      2,
+		Memory:   resource.MustParse("4Gi"),
+		Disks:    []Disk{{Image: "default/ubuntu-24.04", Size: resource.MustParse("40Gi")}},
+		Networks: []Network{{NetworkName: "default/vlan10"}},
+	}
+}
+
+// fields returns "path: type" of each error, e.g. "spec.cpu: Invalid value".
+func fields(errs field.ErrorList) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Field+": "+e.Type.String())
+	}
+	return out
+}
+
+func TestWebhookRefusesBelowTheFloor(t *testing.T) {
+	spec := field.NewPath("spec")
+	cases := []struct {
+		name   string
+		mutate func(*HarvesterMachineSpec)
+		want   string
+	}{
+		{"too many CPUs", func(s *HarvesterMachineSpec) { s.CPU = MaxCPU + 1 }, "spec.cpu: Invalid value"},
+		{"memory below the floor", func(s *HarvesterMachineSpec) { s.Memory = resource.MustParse("127Mi") }, "spec.memory: Invalid value"},
+		{"disk below the floor", func(s *HarvesterMachineSpec) { s.Disks[0].Size = resource.MustParse("1023Mi") }, "spec.disks[0].size: Invalid value"},
+		{"cloud-init disk name", func(s *HarvesterMachineSpec) { s.Disks[0].Name = CloudInitDiskName }, "spec.disks[0].name: Invalid value"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := validMachineSpec()
+			tc.mutate(&s)
+			g.Expect(fields(s.validate(spec))).To(ConsistOf(tc.want))
+		})
+	}
+
+	g := NewWithT(t)
+	s := validMachineSpec()
+	s.CPU, s.Memory, s.Disks[0].Size = MaxCPU, resource.MustParse(MinMemory), resource.MustParse(MinDiskSize)
+	g.Expect(s.validate(spec)).To(BeEmpty(), "the floors themselves are allowed")
+}
+
+func TestWebhookRefusesWhatTemplatesWouldCopy(t *testing.T) {
+	g := NewWithT(t)
+	s := validMachineSpec()
+	s.ProviderID = ProviderIDPrefix + "6f1a5c1e-0000-4000-8000-000000000001"
+	s.Networks = append(s.Networks, Network{NetworkName: "default/vlan20", MACAddress: "52:54:00:00:00:01"})
+	g.Expect(s.validate(templateSpecPath)).To(BeEmpty(), "a machine may have both")
+	g.Expect(fields(s.validateAsTemplate(templateSpecPath))).To(ConsistOf(
+		"spec.template.spec.providerID: Forbidden",
+		"spec.template.spec.networks[1].macAddress: Forbidden",
+	))
+}
+
+func TestWebhookRefusesSystemNamespaces(t *testing.T) {
+	spec := field.NewPath("spec")
+	for _, ns := range []string{"kube-system", "kube-public", "kube-node-lease", "harvester-system", "harvester-public",
+		"longhorn-system", "cattle-system", "cattle-fleet-system", "fleet-default", "fleet-local"} {
+		g := NewWithT(t)
+		s := HarvesterClusterSpec{IdentitySecret: SecretReference{Name: "identity"}, TargetNamespace: ns}
+		g.Expect(fields(s.validate(spec))).To(ConsistOf("spec.targetNamespace: Invalid value"), ns)
+	}
+	for _, ns := range []string{"default", "guests", "kube-guests", "cattle", "fleet"} {
+		g := NewWithT(t)
+		s := HarvesterClusterSpec{IdentitySecret: SecretReference{Name: "identity"}, TargetNamespace: ns}
+		g.Expect(s.validate(spec)).To(BeEmpty(), ns)
+	}
+}
+
+// The CRD's rules repeat the webhook's lists (markers cannot name Go values): this keeps them
+// from drifting apart.
+func TestCRDRulesNameWhatTheWebhookRefuses(t *testing.T) {
+	g := NewWithT(t)
+	// A CRD is long; the expected substring says enough.
+	defer func(old int) { format.MaxLength = old }(format.MaxLength)
+	format.MaxLength = 200
+	read := func(plural string) string {
+		data, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "infrastructure.cluster.x-k8s.io_"+plural+".yaml"))
+		g.Expect(err).NotTo(HaveOccurred())
+		// Long rules are folded over several lines, and quoted with '' for ' when they start with
+		// a character YAML reserves.
+		return strings.ReplaceAll(strings.Join(strings.Fields(string(data)), " "), "''", "'")
+	}
+	for _, plural := range []string{"harvesterclusters", "harvesterclustertemplates"} {
+		crd := read(plural)
+		for ns := range systemNamespaces {
+			g.Expect(crd).To(ContainSubstring("'"+ns+"'"), plural)
+		}
+		for prefix := range systemNamespacePrefixes {
+			g.Expect(crd).To(ContainSubstring("startsWith('"+prefix+"')"), plural)
+		}
+	}
+	for _, plural := range []string{"harvestermachines", "harvestermachinetemplates"} {
+		crd := read(plural)
+		g.Expect(crd).To(ContainSubstring("rule: self != '"+CloudInitDiskName+"'"), plural)
+		g.Expect(crd).To(ContainSubstring("quantity('"+MinMemory+"')"), plural)
+		g.Expect(crd).To(ContainSubstring("quantity('"+MinDiskSize+"')"), plural)
+		g.Expect(crd).To(MatchRegexp(`maximum: %d minimum: 1`, MaxCPU), plural)
+	}
+}
+
+// A rule added after an object was stored must not refuse the updates that leave it alone:
+// otherwise even removing the object's finalizer, and so its deletion, would be refused.
+func TestWebhooksRatchetOldViolations(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+
+	old := &HarvesterMachine{Spec: validMachineSpec()}
+	old.Spec.Memory = resource.MustParse("64Mi")
+	old.Finalizers = []string{MachineFinalizer}
+	changed := old.DeepCopy()
+	changed.Finalizers = nil
+	_, err := (&HarvesterMachineWebhook{}).ValidateUpdate(ctx, old, changed)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = (&HarvesterMachineWebhook{}).ValidateCreate(ctx, changed)
+	g.Expect(err).To(MatchError(ContainSubstring("spec.memory")), "a new object gets the rule")
+
+	oldC := &HarvesterCluster{Spec: HarvesterClusterSpec{IdentitySecret: SecretReference{Name: "identity"}, TargetNamespace: "cattle-guests"}}
+	changedC := oldC.DeepCopy()
+	changedC.Labels = map[string]string{"team": "a"}
+	_, err = (&HarvesterClusterWebhook{}).ValidateUpdate(ctx, oldC, changedC)
+	g.Expect(err).NotTo(HaveOccurred())
+	changedC.Spec.LoadBalancer.IPAM = "static"
+	_, err = (&HarvesterClusterWebhook{}).ValidateUpdate(ctx, oldC, changedC)
+	g.Expect(err).To(MatchError(ContainSubstring("spec.loadBalancer.ipam")), "a new fault is still refused")
+	g.Expect(err).NotTo(MatchError(ContainSubstring("spec.targetNamespace")))
+}
