@@ -88,8 +88,16 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 ##@ Test
 
 .PHONY: test
-test: verify-generated envtest ## Run every test: unit, envtest and end-to-end on the simulated Harvester.
+test: verify-generated envtest ## Run every test: unit, envtest and end-to-end on the simulated Harvester, then each fuzz target briefly.
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+	FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
+
+TEST_FUZZTIME ?= 4s
+FUZZTIME ?= 2m
+
+.PHONY: fuzz
+fuzz: envtest ## Run each fuzz target for FUZZTIME (default 2m); crashers land in testdata/fuzz/ as regression seeds.
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: envtest
 envtest: ## Build the test control planes (kube-apiserver, etcd) into bin/k8s once.
