@@ -27,6 +27,11 @@ const (
 
 	annotationTokenIssued = "harvester.infrastructure.cluster.x-k8s.io/token-issued"
 	annotationConfigHash  = "harvester.infrastructure.cluster.x-k8s.io/cloud-config-hash"
+	// minGrantedLifetime bounds how often a token is renewed, whatever Harvester reports.
+	minGrantedLifetime = 5 * time.Second
+	// annotationTokenExpires is when the token expires, as Harvester granted it (it may grant
+	// less than asked).
+	annotationTokenExpires = "harvester.infrastructure.cluster.x-k8s.io/token-expires"
 
 	// resourceSetSecretType marks Secrets a ClusterResourceSet may apply to a guest.
 	resourceSetSecretType = "addons.cluster.x-k8s.io/resource-set"
@@ -83,14 +88,18 @@ func (r *HarvesterClusterReconciler) reconcileCredentials(ctx context.Context, s
 	}
 	if exists && secret.Annotations[annotationConfigHash] == configHash {
 		if issued, perr := time.Parse(time.RFC3339, secret.Annotations[annotationTokenIssued]); perr == nil {
-			if renewAt := issued.Add(lifetime * 2 / 3); now.Before(renewAt) {
+			granted := lifetime
+			if expires, perr := time.Parse(time.RFC3339, secret.Annotations[annotationTokenExpires]); perr == nil && expires.After(issued) {
+				granted = expires.Sub(issued)
+			}
+			if renewAt := issued.Add(granted * 2 / 3); now.Before(renewAt) {
 				setClusterCondition(hc, infrav1.GuestCredentialsReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason, "")
 				return ctrl.Result{RequeueAfter: renewAt.Sub(now)}, nil
 			}
 		}
 	}
 
-	token, _, err := harvester.RequestToken(ctx, s.client.Client, g.Namespace, g.ServiceAccount, lifetime)
+	token, expires, err := harvester.RequestToken(ctx, s.client.Client, g.Namespace, g.ServiceAccount, lifetime)
 	if err != nil {
 		var ce *harvester.ConnectionError
 		if errors.As(err, &ce) {
@@ -107,7 +116,18 @@ func (r *HarvesterClusterReconciler) reconcileCredentials(ctx context.Context, s
 	}
 	secret.Type = resourceSetSecretType
 	secret.Labels = map[string]string{clusterv1.ClusterNameLabel: s.cluster.Name}
-	secret.Annotations = map[string]string{annotationTokenIssued: now.UTC().Format(time.RFC3339), annotationConfigHash: configHash}
+	// Renewal follows the lifetime Harvester granted, which may be shorter than asked; it is
+	// measured on Harvester's clock and carried over to the reconciler's.
+	granted := lifetime
+	if !expires.IsZero() {
+		// A floor keeps a skewed clock from turning renewal into a hot loop.
+		granted = max(min(lifetime, time.Until(expires).Round(time.Second)), minGrantedLifetime)
+	}
+	secret.Annotations = map[string]string{
+		annotationTokenIssued:  now.UTC().Format(time.RFC3339),
+		annotationTokenExpires: now.Add(granted).UTC().Format(time.RFC3339),
+		annotationConfigHash:   configHash,
+	}
 	secret.Data = map[string][]byte{cloudConfigManifestKey: manifest}
 	if err := controllerutil.SetControllerReference(hc, secret, r.Client.Scheme()); err != nil {
 		return ctrl.Result{}, err
@@ -120,9 +140,9 @@ func (r *HarvesterClusterReconciler) reconcileCredentials(ctx context.Context, s
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing Secret %s: %w", key, err)
 	}
-	r.Recorder.Eventf(hc, corev1.EventTypeNormal, "GuestTokenIssued", "Issued a Harvester token for the guest's ServiceAccount %s/%s, valid for %s", g.Namespace, g.ServiceAccount, lifetime)
+	r.Recorder.Eventf(hc, corev1.EventTypeNormal, "GuestTokenIssued", "Issued a Harvester token for the guest's ServiceAccount %s/%s, valid for %s", g.Namespace, g.ServiceAccount, granted)
 	setClusterCondition(hc, infrav1.GuestCredentialsReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason, "")
-	return ctrl.Result{RequeueAfter: lifetime * 2 / 3}, nil
+	return ctrl.Result{RequeueAfter: granted * 2 / 3}, nil
 }
 
 // guestEndpoint is Harvester's API as the guest reaches it: the spec's when set; the identity's

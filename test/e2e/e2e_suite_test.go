@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
@@ -19,8 +18,6 @@ import (
 var (
 	testBed *bed.Bed
 	ctx     = context.Background()
-	// fakeClock decides token renewals: tests move it instead of waiting hours.
-	fakeClock = clocktesting.NewFakePassiveClock(time.Now())
 )
 
 func TestE2E(t *testing.T) {
@@ -40,7 +37,6 @@ var _ = BeforeSuite(func() {
 	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, Topology: true, SetupManagement: func(ctx context.Context, b *bed.Bed) error {
 		return controllers.Setup(ctx, b.Management.Manager, controllers.Options{
 			ClusterConcurrency: 5, MachineConcurrency: 5, HarvesterQPS: 50, HarvesterBurst: 100, SkipNameValidation: true,
-			TokenLifetime: 10 * time.Minute, Clock: fakeClock,
 		})
 	}})
 	Expect(err).NotTo(HaveOccurred())

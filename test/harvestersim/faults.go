@@ -17,6 +17,8 @@ type Faults struct {
 	rand     *rand.Rand
 	noIP     map[string]bool // VM namespace/name, or "*"
 	requests map[string]int  // resource -> requests seen, for tests
+	// tokenLifetime, when set, is the lifetime the TokenRequest API reports granting.
+	tokenLifetime time.Duration
 }
 
 type apiFault struct {
@@ -67,12 +69,30 @@ func (f *Faults) NeverAssignIP(namespace, name string) {
 	f.noIP[namespace+"/"+name] = true
 }
 
+// GrantTokenLifetime makes the TokenRequest API report that it granted tokens for d only (an
+// apiserver may grant less than asked: --service-account-max-token-expiration, or a shorter
+// bound in Harvester's configuration), below the API's own minimum of 10 minutes, so that tests
+// see renewals follow the granted lifetime without waiting for it. The tokens themselves stay
+// valid as long as asked. Zero turns it off.
+func (f *Faults) GrantTokenLifetime(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokenLifetime = d
+}
+
+func (f *Faults) grantedTokenLifetime() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tokenLifetime
+}
+
 // Clear removes every fault.
 func (f *Faults) Clear() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rules = nil
 	f.noIP = map[string]bool{}
+	f.tokenLifetime = 0
 }
 
 // Requests returns how many requests for a resource passed through the proxy.

@@ -1,6 +1,7 @@
 package harvestersim
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,10 +20,15 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
@@ -79,8 +85,9 @@ func (p *faultProxy) serve(listener net.Listener) {
 			r.SetURL(p.target)
 			r.Out.Host = p.target.Host
 		},
-		Transport:     p.backend,
-		FlushInterval: -1, // stream watches
+		Transport:      p.backend,
+		ModifyResponse: p.shortenTokens,
+		FlushInterval:  -1, // stream watches
 		// Broken backend connections during an outage or shutdown are expected here.
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
@@ -110,6 +117,39 @@ func (p *faultProxy) handle(rp *httputil.ReverseProxy, w http.ResponseWriter, r 
 		return
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// shortenTokens reports the granted lifetime Faults.GrantTokenLifetime asks for on TokenRequest
+// answers, in the encoding the client asked for (JSON or protobuf).
+func (p *faultProxy) shortenTokens(resp *http.Response) error {
+	lifetime := p.faults.grantedTokenLifetime()
+	r := resp.Request
+	if lifetime == 0 || r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/token") ||
+		resp.StatusCode != http.StatusCreated || resp.Header.Get("Content-Encoding") != "" {
+		return nil
+	}
+	mediaType, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	info, ok := runtime.SerializerInfoForMediaType(clientgoscheme.Codecs.SupportedMediaTypes(), strings.TrimSpace(mediaType))
+	if !ok {
+		return nil
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	if tr, ok := obj.(*authenticationv1.TokenRequest); err == nil && ok {
+		tr.Status.ExpirationTimestamp = metav1.NewTime(time.Now().Add(lifetime))
+		var buf bytes.Buffer
+		if err := clientgoscheme.Codecs.EncoderForVersion(info.Serializer, authenticationv1.SchemeGroupVersion).Encode(tr, &buf); err == nil {
+			body = buf.Bytes()
+		}
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
 }
 
 // writeStatus answers like the apiserver does, with a metav1.Status body.
