@@ -95,6 +95,9 @@ func Start(o Options) (*Environment, error) {
 			ValidatingWebhooks: o.ValidatingWebhooks,
 		},
 	}
+	if err := protectControlPlane(env, assets); err != nil {
+		return nil, fmt.Errorf("preparing the %s control plane: %w", o.Name, err)
+	}
 	if name := os.Getenv("TEST_APISERVER_LOG"); name != "" && strings.Contains(o.Name, name) {
 		env.ControlPlane.GetAPIServer().Out = os.Stderr
 		env.ControlPlane.GetAPIServer().Err = os.Stderr
