@@ -9,12 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/component-base/logs"
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/flags"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -82,20 +79,6 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	logsv1.AddFlags(o.logOptions, fs)
 }
 
-func newScheme() *runtime.Scheme {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme,
-		clusterv1.AddToScheme,
-		infrav1.AddToScheme,
-	} {
-		if err := add(scheme); err != nil {
-			panic(fmt.Sprintf("building the scheme: %v", err)) // programming error
-		}
-	}
-	return scheme
-}
-
 func main() {
 	o := &options{}
 	fs := pflag.CommandLine
@@ -131,11 +114,18 @@ func run(o *options) error {
 		defaultNamespaces = map[string]cache.Config{o.watchNamespace: {}}
 	}
 
+	scheme, err := controllers.NewScheme()
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                     newScheme(),
-		Metrics:                    *metricsOptions,
-		LeaderElection:             o.leaderElect,
-		LeaderElectionID:           o.leaderElectionID,
+		Scheme:           scheme,
+		Metrics:          *metricsOptions,
+		LeaderElection:   o.leaderElect,
+		LeaderElectionID: o.leaderElectionID,
+		// Set by the Deployment through the Downward API; in a pod controller-runtime would also
+		// find it in the ServiceAccount's mount, outside one (the test bed) only here.
+		LeaderElectionNamespace:    os.Getenv("POD_NAMESPACE"),
 		LeaderElectionResourceLock: "leases",
 		LeaseDuration:              &o.leaseDuration,
 		RenewDeadline:              &o.renewDeadline,

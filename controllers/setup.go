@@ -6,12 +6,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
 
@@ -35,6 +40,24 @@ type Options struct {
 	KubeconfigPolicy harvester.KubeconfigPolicy
 	// SkipNameValidation lets tests run several managers in one process.
 	SkipNameValidation bool
+}
+
+// NewScheme is the management cluster's scheme as the provider's manager needs it: Kubernetes'
+// kinds, Cluster API's core and addons (the guests' ClusterResourceSets), and this provider's.
+// main.go and the test bed both use it, so a kind missing here fails a test.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		clusterv1.AddToScheme,
+		addonsv1.AddToScheme,
+		infrav1.AddToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("building the scheme: %w", err)
+		}
+	}
+	return scheme, nil
 }
 
 // UncachedObjects are the kinds the manager's client reads live: the provider reads few Secrets

@@ -39,6 +39,10 @@ type Options struct {
 	// load-balancer pools must then hand out loopback addresses (127.0.0.0/8), which the guest
 	// apiservers listen on.
 	Kubeadm bool
+	// Provider, when set, installs the provider as it ships: its rendered components and the
+	// manager binary as a process (see InstallProvider). The management cluster then serves
+	// none of the provider's webhooks itself.
+	Provider *ProviderOptions
 	// Topology turns on CAPI's ClusterTopology feature gate and runs its ClusterClass and
 	// topology controllers, for managed topologies (the ClusterClass flavour).
 	Topology bool
@@ -50,9 +54,12 @@ type Bed struct {
 	Management   *testenv.Environment
 	ClusterCache clustercache.ClusterCache
 	Nodes        *guest.NodeAgent
+	// Provider is the shipped provider's manager, when Options.Provider asked for it.
+	Provider *Provider
 
-	mu     sync.Mutex
-	guests []*guest.Cluster
+	mu        sync.Mutex
+	guests    []*guest.Cluster
+	providers []*Provider
 }
 
 // Start brings the bed up. Callers must Stop it, which also deletes every Cluster first.
@@ -62,7 +69,11 @@ func Start(ctx context.Context, o Options) (*Bed, error) {
 	if b.Harvester, err = harvestersim.Start(ctx, o.Harvester); err != nil {
 		return nil, err
 	}
-	if b.Management, err = testenv.StartManagement(); err != nil {
+	startManagement := testenv.StartManagement
+	if o.Provider != nil {
+		startManagement = testenv.StartManagementWithoutProvider
+	}
+	if b.Management, err = startManagement(); err != nil {
 		return nil, errors.Join(err, b.Harvester.Stop())
 	}
 	if err := b.start(ctx, o); err != nil {
@@ -93,6 +104,11 @@ func (b *Bed) start(ctx context.Context, o Options) error {
 	}
 	if err := b.Management.StartManager(ctx); err != nil {
 		return err
+	}
+	if o.Provider != nil {
+		if b.Provider, err = b.InstallProvider(ctx, *o.Provider); err != nil {
+			return err
+		}
 	}
 	b.Nodes = guest.NewNodeAgent(b.Harvester.Client(), b.Management.Client)
 	if o.Kubeadm {
@@ -151,7 +167,17 @@ func (b *Bed) Guest(namespace, name string) *guest.Cluster {
 func (b *Bed) Stop(ctx context.Context) error {
 	var errs []error
 	if b.Management != nil {
-		errs = append(errs, b.deleteClusters(ctx), b.Management.Stop())
+		errs = append(errs, b.deleteClusters(ctx))
+	}
+	b.mu.Lock()
+	providers := b.providers
+	b.providers = nil
+	b.mu.Unlock()
+	for _, p := range providers {
+		errs = append(errs, p.cleanup())
+	}
+	if b.Management != nil {
+		errs = append(errs, b.Management.Stop())
 	}
 	// The ClusterCache runs its caches outside the manager's context; without this their
 	// watches keep the guest apiservers from stopping.

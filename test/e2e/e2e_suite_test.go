@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
@@ -34,10 +33,14 @@ var _ = BeforeSuite(func() {
 	opts.IPPools[0].GuestCluster = "none"
 	var err error
 	start := time.Now()
-	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, Topology: true, SetupManagement: func(ctx context.Context, b *bed.Bed) error {
-		return controllers.Setup(ctx, b.Management.Manager, controllers.Options{
-			ClusterConcurrency: 5, MachineConcurrency: 5, HarvesterQPS: 50, HarvesterBurst: 100, SkipNameValidation: true,
-		})
+	// The provider runs as it ships: the manager binary from its image, installed from its
+	// rendered components (RBAC, webhooks, arguments), as its own process.
+	binary, err := bed.ManagerBinary(GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
+	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, Topology: true, Provider: &bed.ProviderOptions{
+		Binary: binary,
+		// The lease is short so that a restarted manager takes over quickly.
+		ExtraArgs: []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"},
 	}})
 	Expect(err).NotTo(HaveOccurred())
 	GinkgoWriter.Printf("bed up in %s\n", time.Since(start).Round(time.Millisecond))

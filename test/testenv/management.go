@@ -2,14 +2,14 @@ package testenv
 
 import (
 	"path/filepath"
+	"slices"
+	"strings"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	kubeadmbootstrapwebhooks "sigs.k8s.io/cluster-api/bootstrap/kubeadm/webhooks"
@@ -24,17 +24,17 @@ import (
 // ManagementScheme knows Kubernetes' kinds, Cluster API's (core, addons, IPAM, runtime, kubeadm
 // bootstrap and control plane) and this provider's.
 func ManagementScheme() (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
+	// The provider's own scheme (what main.go runs with), plus what CAPI's controllers need.
+	scheme, err := controllers.NewScheme()
+	if err != nil {
+		return nil, err
+	}
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme,
 		apiextensionsv1.AddToScheme,
-		clusterv1.AddToScheme,
-		addonsv1.AddToScheme,
 		ipamv1.AddToScheme,
 		runtimev1.AddToScheme,
 		bootstrapv1.AddToScheme,
 		controlplanev1.AddToScheme,
-		infrav1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			return nil, err
@@ -62,10 +62,10 @@ func ManagementOptions() (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
-	if err := m.add(ours, "harvester-"); err != nil {
+	if err := m.add(ours, providerWebhookPrefix); err != nil {
 		return Options{}, err
 	}
-	if err := m.addFiles("harvester-", filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")); err != nil {
+	if err := m.addFiles(providerWebhookPrefix, filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")); err != nil {
 		return Options{}, err
 	}
 	if err := m.addFiles("capi-", filepath.Join(capi, "config", "webhook", "manifests.yaml")); err != nil {
@@ -112,7 +112,34 @@ func StartManagement() (*Environment, error) {
 	return Start(o)
 }
 
+// StartManagementWithoutProvider starts a management cluster with this provider's CRDs but not
+// its webhooks: the provider's manager binary, installed from its components, serves those.
+func StartManagementWithoutProvider() (*Environment, error) {
+	o, err := ManagementOptions()
+	if err != nil {
+		return nil, err
+	}
+	o.MutatingWebhooks = slices.DeleteFunc(o.MutatingWebhooks, func(w *admissionv1.MutatingWebhookConfiguration) bool {
+		return strings.HasPrefix(w.Name, providerWebhookPrefix)
+	})
+	o.ValidatingWebhooks = slices.DeleteFunc(o.ValidatingWebhooks, func(w *admissionv1.ValidatingWebhookConfiguration) bool {
+		return strings.HasPrefix(w.Name, providerWebhookPrefix)
+	})
+	o.SetupWebhooks = setupCAPIWebhooks
+	return Start(o)
+}
+
+// providerWebhookPrefix names this provider's webhook configurations in the test environment.
+const providerWebhookPrefix = "harvester-"
+
 func setupManagementWebhooks(mgr ctrl.Manager) error {
+	if err := setupCAPIWebhooks(mgr); err != nil {
+		return err
+	}
+	return infrav1.SetupWebhooksWithManager(mgr)
+}
+
+func setupCAPIWebhooks(mgr ctrl.Manager) error {
 	c := mgr.GetClient()
 	for _, w := range []interface{ SetupWebhookWithManager(ctrl.Manager) error }{
 		&capiwebhooks.Cluster{Client: c},
@@ -138,5 +165,5 @@ func setupManagementWebhooks(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	return infrav1.SetupWebhooksWithManager(mgr)
+	return nil
 }

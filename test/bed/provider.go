@@ -1,0 +1,410 @@
+package bed
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/internal/release"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// ProviderOptions shape the shipped provider the bed installs.
+type ProviderOptions struct {
+	// Binary is the manager binary to run (extracted from the built image).
+	Binary string
+	// Variables are clusterctl variables for the components (defaults apply for the rest).
+	Variables map[string]string
+	// ExtraArgs are appended to the Deployment's arguments: only what a process outside a pod
+	// needs (see ProcessOverrides) or what a test sets on purpose.
+	ExtraArgs []string
+	// LogFile receives the manager's output; empty for a file in the work directory.
+	LogFile string
+}
+
+// Provider is the provider's manager running as clusterctl installs it: its components' RBAC,
+// webhook configurations and ServiceAccount in the management cluster, and the manager binary as
+// a process with the Deployment's command, arguments and environment, authenticated with a token
+// of the Deployment's ServiceAccount.
+type Provider struct {
+	// Namespace and ServiceAccount are the Deployment's.
+	Namespace, ServiceAccount string
+	// Container is the manager container as the Deployment declares it.
+	Container corev1.Container
+	// Args are the arguments the process runs with (the Deployment's plus the overrides).
+	Args []string
+	// LogFile holds the manager's output.
+	LogFile string
+	// Objects are the components as rendered (after clusterctl's variable substitution).
+	Objects []*unstructured.Unstructured
+	// HealthAddr and MetricsAddr are where the manager's health and metrics endpoints listen.
+	HealthAddr, MetricsAddr string
+
+	mgmt    client.Client
+	binary  string
+	workDir string
+	env     []string
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan error
+}
+
+// ProcessOverrides are the only flags the bed adds to the Deployment's: what a process outside a
+// pod needs. The kubeconfig (a pod gets its ServiceAccount token mounted), listen addresses (many
+// processes share one machine: no fixed ports; only loopback) and the webhook certificate
+// directory (a pod mounts the Certificate's Secret there). The leader-election namespace comes
+// from POD_NAMESPACE, which the Deployment sets through the Downward API and the bed resolves.
+var ProcessOverrides = []string{"--kubeconfig", "--health-addr", "--webhook-port", "--webhook-cert-dir"}
+
+// InstallProvider renders infrastructure-components.yaml as `make release-manifests` does,
+// substitutes its variables as clusterctl does, installs its objects into the management cluster
+// (cert-manager's are not installed: the bed issues the certificate and injects the CA bundle
+// itself), and starts the manager binary.
+func (b *Bed) InstallProvider(ctx context.Context, o ProviderOptions) (*Provider, error) {
+	work, err := os.MkdirTemp("", "capi-harvester-manager-")
+	if err != nil {
+		return nil, err
+	}
+	p := &Provider{mgmt: b.Management.Client, binary: o.Binary, workDir: work, LogFile: o.LogFile}
+	if p.LogFile == "" {
+		p.LogFile = filepath.Join(work, "manager.log")
+	}
+	if err := p.install(ctx, b, o); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(work))
+	}
+	if err := p.Start(ctx); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(work))
+	}
+	b.mu.Lock()
+	b.providers = append(b.providers, p)
+	b.mu.Unlock()
+	return p, nil
+}
+
+func (p *Provider) install(ctx context.Context, b *Bed, o ProviderOptions) error {
+	assets, err := release.Build(release.Options{Root: testenv.RepoRoot()})
+	if err != nil {
+		return err
+	}
+	ports, err := freeLoopbackPorts(3)
+	if err != nil {
+		return err
+	}
+	healthPort, webhookPort, metricsPort := ports[0], ports[1], ports[2]
+	p.HealthAddr = fmt.Sprintf("127.0.0.1:%d", healthPort)
+	p.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", metricsPort)
+	variables := map[string]string{"CAPHV_DIAGNOSTICS_ADDRESS": p.MetricsAddr}
+	for k, v := range o.Variables {
+		variables[k] = v
+	}
+	components, err := yamlprocessor.NewSimpleProcessor().Process(assets["infrastructure-components.yaml"], func(name string) (string, error) {
+		if v, ok := variables[name]; ok {
+			return v, nil
+		}
+		return "", fmt.Errorf("variable %s not set", name) // its default applies
+	})
+	if err != nil {
+		return fmt.Errorf("substituting the components' variables: %w", err)
+	}
+	if p.Objects, err = testenv.DecodeObjects(components); err != nil {
+		return err
+	}
+
+	var deployment *appsv1.Deployment
+	var dnsNames []string
+	for _, obj := range p.Objects {
+		switch obj.GetKind() {
+		case "Deployment":
+			deployment = &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, deployment); err != nil {
+				return err
+			}
+		case "Certificate":
+			dnsNames, _, _ = unstructured.NestedStringSlice(obj.Object, "spec", "dnsNames")
+		}
+	}
+	if deployment == nil {
+		return errors.New("the components have no Deployment")
+	}
+	i := slices.IndexFunc(deployment.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "manager" })
+	if i < 0 {
+		return errors.New("the Deployment has no container named manager")
+	}
+	p.Namespace, p.ServiceAccount = deployment.Namespace, deployment.Spec.Template.Spec.ServiceAccountName
+	p.Container = deployment.Spec.Template.Spec.Containers[i]
+
+	// The webhook serving certificate the Certificate asks for, from the bed's own CA, valid
+	// for its DNS names and for the loopback address the bed calls it at.
+	certDir := filepath.Join(p.workDir, "serving-certs")
+	caPEM, err := writeServingCertificate(certDir, dnsNames, net.ParseIP("127.0.0.1"))
+	if err != nil {
+		return err
+	}
+	webhookURL := func(path *string) *string {
+		return ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, ptr.Deref(path, "/")))
+	}
+	// Namespaces first, as kubectl and clusterctl order them.
+	slices.SortStableFunc(p.Objects, func(a, b *unstructured.Unstructured) int {
+		return boolRank(b.GetKind() == "Namespace") - boolRank(a.GetKind() == "Namespace")
+	})
+	for _, obj := range p.Objects {
+		switch obj.GetKind() {
+		case "Deployment", "Certificate", "Issuer":
+			continue // no kubelet and no cert-manager here: the bed plays both
+		case "MutatingWebhookConfiguration":
+			cfg := &admissionv1.MutatingWebhookConfiguration{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, cfg); err != nil {
+				return err
+			}
+			for j := range cfg.Webhooks {
+				cc := &cfg.Webhooks[j].ClientConfig
+				cc.URL, cc.Service, cc.CABundle = webhookURL(cc.Service.Path), nil, caPEM
+			}
+			if err := apply(ctx, p.mgmt, cfg); err != nil {
+				return err
+			}
+			continue
+		case "ValidatingWebhookConfiguration":
+			cfg := &admissionv1.ValidatingWebhookConfiguration{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, cfg); err != nil {
+				return err
+			}
+			for j := range cfg.Webhooks {
+				cc := &cfg.Webhooks[j].ClientConfig
+				cc.URL, cc.Service, cc.CABundle = webhookURL(cc.Service.Path), nil, caPEM
+			}
+			if err := apply(ctx, p.mgmt, cfg); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := apply(ctx, p.mgmt, obj); err != nil {
+			return err
+		}
+	}
+
+	kubeconfig, err := p.serviceAccountKubeconfig(ctx, b.Management)
+	if err != nil {
+		return err
+	}
+	// The container's command replaces the image's entrypoint; the binary is that entrypoint.
+	args := slices.Clone(p.Container.Args)
+	if len(p.Container.Command) > 1 {
+		args = append(slices.Clone(p.Container.Command[1:]), args...)
+	}
+	p.Args = append(args,
+		"--kubeconfig="+kubeconfig,
+		"--health-addr="+p.HealthAddr,
+		fmt.Sprintf("--webhook-port=%d", webhookPort),
+		"--webhook-cert-dir="+certDir,
+	)
+	p.Args = append(p.Args, o.ExtraArgs...)
+	p.env, err = containerEnv(p.Container, deployment)
+	return err
+}
+
+// containerEnv resolves the container's environment as the kubelet would: values, and the
+// Downward API fields a Deployment can name here.
+func containerEnv(c corev1.Container, d *appsv1.Deployment) ([]string, error) {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir()}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env = append(env, e.Name+"="+e.Value)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			env = append(env, e.Name+"="+d.Namespace)
+		default:
+			return nil, fmt.Errorf("environment variable %s: the bed resolves only values and metadata.namespace", e.Name)
+		}
+	}
+	return env, nil
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as the Deployment's
+// ServiceAccount, with a token from the TokenRequest API, as a pod's projected token would.
+func (p *Provider) serviceAccountKubeconfig(ctx context.Context, mgmt *testenv.Environment) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.ServiceAccount}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}
+	if err := p.mgmt.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("requesting a token for %s/%s: %w", p.Namespace, p.ServiceAccount, err)
+	}
+	tokenFile := filepath.Join(p.workDir, "token")
+	if err := os.WriteFile(tokenFile, []byte(tr.Status.Token), 0o600); err != nil {
+		return "", err
+	}
+	data, err := clientcmd.Write(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"management": {Server: mgmt.Config.Host, CertificateAuthorityData: mgmt.Config.CAData}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"manager": {TokenFile: tokenFile}},
+		Contexts:       map[string]*clientcmdapi.Context{"management": {Cluster: "management", AuthInfo: "manager"}},
+		CurrentContext: "management",
+	})
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(p.workDir, "kubeconfig")
+	return path, os.WriteFile(path, data, 0o600)
+}
+
+// Start runs the manager process and waits until it is ready (its webhooks serve).
+func (p *Provider) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		return errors.New("the manager is running")
+	}
+	logFile, err := os.OpenFile(p.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := testenv.ProtectedCommand(context.WithoutCancel(ctx), p.binary, p.Args...)
+	cmd.Env = p.env
+	cmd.Dir = p.workDir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("starting the manager: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- cmd.Wait()
+		_ = logFile.Close()
+	}()
+	p.cmd, p.done = cmd, done
+	readyURL := "http://" + p.HealthAddr + "/readyz"
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-done:
+			done <- err
+			return false, fmt.Errorf("the manager exited: %v (log: %s)", err, p.LogFile)
+		default:
+		}
+		resp, err := http.Get(readyURL) //nolint:gosec,noctx // a loopback health check
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the manager to be ready: %w", err)
+	}
+	return nil
+}
+
+// Stop ends the manager as the kubelet does: SIGTERM, then SIGKILL after the grace period.
+func (p *Provider) Stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case err = <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		err = <-p.done
+	}
+	p.cmd = nil
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		err = nil // a signal's end is the expected one
+	}
+	return err
+}
+
+// Log returns the manager's output so far.
+func (p *Provider) Log() ([]byte, error) { return os.ReadFile(p.LogFile) }
+
+func (p *Provider) cleanup() error {
+	return errors.Join(p.Stop(), os.RemoveAll(p.workDir))
+}
+
+// apply creates or updates obj in the management cluster, as `kubectl apply` would for these
+// fresh objects.
+func apply(ctx context.Context, c client.Client, obj client.Object) error {
+	err := c.Create(ctx, obj)
+	if apierrors.IsAlreadyExists(err) {
+		existing := obj.DeepCopyObject().(client.Object)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+			return err
+		}
+		obj.SetResourceVersion(existing.GetResourceVersion())
+		err = c.Update(ctx, obj)
+	}
+	if err != nil {
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
+		return fmt.Errorf("applying %s %s: %w", kind, client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}
+
+func freeLoopbackPorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// MetricsClient is an HTTPS client for the manager's metrics endpoint (its certificate is
+// self-signed, as controller-runtime makes it when none is given).
+func MetricsClient() *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed, loopback
+	}}
+}
+
+// ManagerBinary returns the manager binary to run: extracted from the manager image that
+// `make images` built (out/images/manager.oci.tar), so that what the tests run is what ships.
+// CAPHV_MANAGER_BINARY names another binary for a quick local loop.
+func ManagerBinary(dir string) (string, error) {
+	if path := os.Getenv("CAPHV_MANAGER_BINARY"); path != "" {
+		return path, nil
+	}
+	return "", errors.New("no manager image yet")
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
