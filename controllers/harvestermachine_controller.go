@@ -56,8 +56,7 @@ type HarvesterMachineReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=harvestermachines;harvestermachines/status;harvestermachines/finalizers,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=harvestermachinetemplates;harvestermachinetemplates/status,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler, its watches on management objects, and its watches
 // on the VMs and VMIs of every Harvester connection the factory opens.

@@ -68,6 +68,12 @@ func UncachedObjects() []client.Object {
 	return []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}
 }
 
+// The metrics endpoint authenticates and authorises its callers through the management
+// cluster (TokenReview, SubjectAccessReview); config/rbac/metrics_reader_role.yaml is the role a
+// scraper needs.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Setup adds the provider's controllers and their shared Harvester client factory to a manager.
 // The manager binary (main.go) and the test bed both call it, so tests run the real wiring.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
