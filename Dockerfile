@@ -11,6 +11,7 @@ COPY api/ api/
 COPY pkg/ pkg/
 COPY controllers/ controllers/
 COPY cloudprovider/ cloudprovider/
+COPY templates/ templates/
 COPY main.go ./
 
 FROM deps AS build-manager
