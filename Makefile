@@ -116,8 +116,8 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 ##@ Test
 
 .PHONY: test
-test: verify-generated envtest ## Run every test: unit, envtest and end-to-end on the simulated Harvester.
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+test: verify-generated envtest images ## Run every test: unit, envtest and end-to-end on the simulated Harvester.
+	IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
 .PHONY: envtest
 envtest: ## Build the test control planes (kube-apiserver, etcd) into bin/k8s once.
