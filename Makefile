@@ -73,8 +73,8 @@ release-manifests: ## Write the release assets clusterctl reads (metadata, compo
 
 .PHONY: docker-build
 docker-build: ## Build both images (needs a Docker engine).
-	docker build --target manager -t $(IMG) .
-	docker build --target ccm -t $(CCM_IMG) .
+	docker build --target manager --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMG) .
+	docker build --target ccm --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(CCM_IMG) .
 
 .PHONY: docker-push
 docker-push: ## Push both images.
