@@ -11,17 +11,23 @@ COPY api/ api/
 COPY pkg/ pkg/
 COPY controllers/ controllers/
 COPY cloudprovider/ cloudprovider/
+COPY templates/ templates/
 COPY main.go ./
 
+# VERSION and REVISION are what both binaries print with --version, stamped as `make images`
+# does; the Kubernetes libraries in them need a VERSION that starts with vX.Y.Z.
 FROM deps AS build-manager
-ARG TARGETOS TARGETARCH
+ARG TARGETOS TARGETARCH VERSION=v0.0.0-dev REVISION=unknown
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" -o /out/manager .
+    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -buildvcs=false \
+      -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=${VERSION} -X k8s.io/component-base/version.gitCommit=${REVISION} -X k8s.io/component-base/version/verflag.programName=cluster-api-provider-harvester" \
+      -o /out/manager .
 
 FROM deps AS build-ccm
-ARG TARGETOS TARGETARCH
+ARG TARGETOS TARGETARCH VERSION=v0.0.0-dev REVISION=unknown
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" \
+    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -buildvcs=false \
+      -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=${VERSION} -X k8s.io/component-base/version.gitCommit=${REVISION} -X k8s.io/component-base/version/verflag.programName=harvester-cloud-controller-manager" \
       -o /out/harvester-cloud-controller-manager ./cloudprovider/cmd/harvester-cloud-controller-manager
 
 FROM gcr.io/distroless/static:nonroot AS ccm

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/component-base/logs"
 	logsv1 "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/cluster-api/util/flags"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -84,7 +85,10 @@ func main() {
 	fs := pflag.CommandLine
 	o.addFlags(fs)
 	fs.AddGoFlagSet(flag.CommandLine)
+	// verflag registers --version on pflag.CommandLine: the same flag, version variables
+	// (k8s.io/component-base/version, stamped by `make images`) and output as the CCM's.
 	pflag.Parse()
+	verflag.PrintAndExitIfRequested()
 	if err := run(o); err != nil {
 		klog.ErrorS(err, "manager stopped")
 		os.Exit(1)
