@@ -142,8 +142,8 @@ bench: envtest ## Measure provisioning on the simulated Harvester and print the 
 
 .PHONY: demo
 DEMO_FLAGS ?=
-demo: envtest ## Provision a whole cluster on the simulated Harvester, delete it, check nothing is left (DEMO_FLAGS="--workers 3").
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) run ./test/demo $(DEMO_FLAGS)
+demo: envtest images ## Provision a whole cluster on the simulated Harvester with the manager from its image, delete it, check nothing is left (DEMO_FLAGS="--workers 3").
+	IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) run ./test/demo $(DEMO_FLAGS)
 
 ##@ Tools
 

@@ -301,6 +301,13 @@ func (r *HarvesterClusterReconciler) connect(ctx context.Context, s *clusterScop
 	}
 	hc.Status.HarvesterVersion = version
 	if errors.Is(err, harvester.ErrNotSynced) {
+		// Watches that do not sync while Harvester answers: most often an identity not bound
+		// in the target namespace, which would otherwise look like a slow Harvester.
+		var ce *harvester.ConnectionError
+		if errors.As(harvester.CheckTargetNamespaceAccess(ctx, c.Client, hc.Spec.TargetNamespace), &ce) {
+			setClusterCondition(hc, infrav1.HarvesterAvailableCondition, metav1.ConditionFalse, ce.Reason, ce.Message)
+			return false, errConnection
+		}
 		setClusterCondition(hc, infrav1.HarvesterAvailableCondition, metav1.ConditionFalse, infrav1.HarvesterUnreachableReason,
 			"Harvester answers but the provider's watches have not caught up yet")
 		return false, errNotSynced

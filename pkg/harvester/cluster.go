@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +63,38 @@ func CheckConnection(ctx context.Context, c client.Client, namespace string) (st
 		return version, ClassifyError(err, "reading the target namespace")
 	}
 	return version, nil
+}
+
+// targetNamespaceAccess is what the provider's identity must be allowed in a target namespace;
+// checked when the watches there do not sync, the usual sign of a namespace the admin has not
+// bound the identity in.
+var targetNamespaceAccess = []authorizationv1.ResourceAttributes{
+	{Verb: "list", Group: "kubevirt.io", Resource: "virtualmachines"},
+	{Verb: "create", Group: "kubevirt.io", Resource: "virtualmachines"},
+	{Verb: "create", Group: "", Resource: "secrets"},
+	{Verb: "create", Group: "loadbalancer.harvesterhci.io", Resource: "loadbalancers"},
+}
+
+// CheckTargetNamespaceAccess asks Harvester (SelfSubjectAccessReview, which every authenticated
+// identity may use) whether the identity may work in namespace, and says which right is missing.
+func CheckTargetNamespaceAccess(ctx context.Context, c client.Client, namespace string) error {
+	for _, attrs := range targetNamespaceAccess {
+		attrs.Namespace = namespace
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
+		if err := c.Create(ctx, review); err != nil {
+			return ClassifyError(err, "checking the identity's rights in the target namespace")
+		}
+		if !review.Status.Allowed {
+			resource := attrs.Resource
+			if attrs.Group != "" {
+				resource += "." + attrs.Group
+			}
+			return &ConnectionError{Reason: infrav1.ForbiddenReason, Message: fmt.Sprintf(
+				"the identity may not %s %s in the target namespace %s: a Harvester admin applies config/harvester/target-namespace.yaml there (docs/harvester-identity.md)",
+				attrs.Verb, resource, namespace)}
+		}
+	}
+	return nil
 }
 
 // ClassifyError turns an error of a Harvester request into a ConnectionError with the reason a

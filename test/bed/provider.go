@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/internal/release"
+	ociimages "github.com/seed-0a7eb009/cluster-api-provider-harvester/test/images"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
@@ -392,14 +393,35 @@ func MetricsClient() *http.Client {
 	}}
 }
 
-// ManagerBinary returns the manager binary to run: extracted from the manager image that
-// `make images` built (out/images/manager.oci.tar), so that what the tests run is what ships.
-// CAPHV_MANAGER_BINARY names another binary for a quick local loop.
+// ManagerBinary extracts the manager binary from the manager image `make images` built, into
+// dir, so that what the tests run is what ships: IMAGES_DIR's manager.oci.tar when `make test`
+// built the images first, else images built now with `make images` into dir.
 func ManagerBinary(dir string) (string, error) {
-	if path := os.Getenv("CAPHV_MANAGER_BINARY"); path != "" {
-		return path, nil
+	images := os.Getenv("IMAGES_DIR")
+	if images == "" {
+		images = filepath.Join(dir, "images")
+		cmd := exec.Command("make", "--no-print-directory", "images", "IMAGES_DIR="+images)
+		cmd.Dir = testenv.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("make images: %w\n%s", err, out)
+		}
 	}
-	return "", errors.New("no manager image yet")
+	img, err := ociimages.Open(filepath.Join(images, "manager.oci.tar"))
+	if err != nil {
+		return "", err
+	}
+	cfg, err := img.Config()
+	if err != nil {
+		return "", err
+	}
+	if len(cfg.Entrypoint) == 0 {
+		return "", errors.New("the manager image has no entrypoint")
+	}
+	binary := filepath.Join(dir, "manager")
+	if err := img.Extract(cfg.Entrypoint[0], binary); err != nil {
+		return "", fmt.Errorf("extracting %s from the manager image: %w", cfg.Entrypoint[0], err)
+	}
+	return binary, nil
 }
 
 func boolRank(b bool) int {

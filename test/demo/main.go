@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -30,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
@@ -40,6 +40,7 @@ import (
 
 type options struct {
 	name, namespace, target, version string
+	managerLog                       string
 	controlPlanes, workers           int
 	timeout                          time.Duration
 }
@@ -52,6 +53,7 @@ func main() {
 	flag.StringVar(&o.version, "kubernetes-version", "v1.35.4", "Kubernetes version of the guest cluster.")
 	flag.IntVar(&o.controlPlanes, "control-planes", 1, "Control-plane machines (the simulation runs one: see docs/decisions/0002-test-bed.md).")
 	flag.IntVar(&o.workers, "workers", 2, "Worker machines.")
+	flag.StringVar(&o.managerLog, "manager-log", "", "File the provider's manager logs to (default: capi-harvester-demo-manager.log in the temporary directory).")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "How long provisioning and deletion may take each.")
 	flag.Parse()
 
@@ -79,16 +81,29 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		Namespace: "*",
 	}}
 	opts.Namespaces = append(opts.Namespaces, o.target)
-	b, err := bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, SetupManagement: func(ctx context.Context, b *bed.Bed) error {
-		// The same setup and defaults as main.go.
-		return controllers.Setup(ctx, b.Management.Manager, controllers.Options{
-			ClusterConcurrency: 10, MachineConcurrency: 10, HarvesterQPS: 20, HarvesterBurst: 30,
-		})
-	}})
+	// The provider as it ships: the manager binary from its image, installed from the rendered
+	// infrastructure-components.yaml with its RBAC, webhooks and arguments.
+	work, err := os.MkdirTemp("", "capi-harvester-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	binary, err := bed.ManagerBinary(work)
+	if err != nil {
+		return err
+	}
+	logFile := o.managerLog
+	if logFile == "" {
+		logFile = filepath.Join(os.TempDir(), "capi-harvester-demo-manager.log")
+	}
+	_ = os.Remove(logFile)
+	b, err := bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, Provider: &bed.ProviderOptions{Binary: binary, LogFile: logFile}})
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, b.Stop(context.WithoutCancel(ctx))) }()
+	p.say(fmt.Sprintf("the provider's manager runs from its image: %s %s", binary, strings.Join(b.Provider.Args, " ")))
+	p.say("its log: " + logFile)
 	p.say("test bed up")
 
 	manifest, err := render(ctx, b, o)

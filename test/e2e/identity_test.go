@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"time"
+
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -10,8 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
@@ -167,5 +171,32 @@ var _ = Describe("A guest cluster's Harvester credential", func() {
 		Expect(c.Delete(ctx, lb)).To(Succeed())
 		deleteCluster(tc)
 		leakFree(tc.Target)
+	})
+})
+
+var _ = Describe("A target namespace the admin has not bound the identity in", func() {
+	It("is reported as such, and works once bound", func() {
+		const namespace, name = "unbound-target", "unbound"
+		target := "h-" + namespace
+		Expect(client.IgnoreAlreadyExists(harvesterClient().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}}))).To(Succeed())
+		kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		hc := hostileCluster(namespace, name, kubeconfig)
+		Eventually(func(g Gomega) {
+			c := conditionOf(g, hc, infrav1.HarvesterAvailableCondition)
+			g.Expect(c.Reason).To(Equal(infrav1.ForbiddenReason))
+			g.Expect(c.Message).To(ContainSubstring("target-namespace.yaml"))
+		}).WithTimeout(time.Minute).Should(Succeed())
+
+		By("working once the admin binds it")
+		Expect(testBed.Harvester.AddTargetNamespace(ctx, target)).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := conditionOf(g, hc, infrav1.HarvesterAvailableCondition)
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		Expect(mgmt().Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})).To(Succeed())
+		Eventually(func() bool { return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)) }).
+			WithTimeout(time.Minute).Should(BeTrue())
+		leakFree(target)
 	})
 })

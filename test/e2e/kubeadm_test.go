@@ -115,6 +115,11 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			g.Expect(gc.Env.Client.Get(ctx, client.ObjectKey{Namespace: "kube-flannel", Name: "kube-flannel-ds"}, &appsv1.DaemonSet{})).To(Succeed())
 		}).Should(Succeed())
 
+		By("no secret of the lifecycle reaches a log, an event or a condition")
+		secrets := newSecretWatch()
+		secrets.addKubeconfig("the identity kubeconfig", kubeconfig)
+		Eventually(func(g Gomega) { secrets.snapshot(g, namespace, name) }).Should(Succeed())
+
 		By("deleting the Cluster removes everything on Harvester, the guest Service's load balancer too")
 		Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
 		Eventually(func() bool {
@@ -122,6 +127,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		}).WithTimeout(2 * time.Minute).Should(BeTrue())
 		leakFree(target)
 		Eventually(gc.CCMRunning).Should(BeFalse(), "the CCM's pod has no node left to run on")
+		secrets.expectNoneIn(namespace)
 	},
 		Entry("kubeadm flavour", "kubeadm", "kc", "127.77.0.10", "127.77.0.19", "cluster-template.yaml"),
 		Entry("topology flavour (ClusterClass harvester)", "topology", "tc", "127.77.0.20", "127.77.0.29",

@@ -59,7 +59,7 @@ func hostileCluster(namespace, name string, kubeconfig []byte) *infrav1.Harveste
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: infrav1.HarvesterClusterSpec{
 			IdentitySecret:  infrav1.SecretReference{Name: name + "-identity"},
-			TargetNamespace: "tenant",
+			TargetNamespace: "h-" + namespace,
 		},
 	}
 	Expect(mgmt().Create(ctx, hc)).To(Succeed())

@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,10 +42,30 @@ func quietKlog() {
 	quietKlogOnce.Do(func() {
 		logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
 		_ = logsapi.ValidateAndApply(logs.NewOptions(), utilfeature.DefaultFeatureGate)
-		if os.Getenv("TEST_LOG") == "" {
-			klog.SetLogger(logr.Discard())
-		}
+		// Everything the CCMs log (at the verbosity their Deployment sets: klog's default) is
+		// kept for tests that read it, e.g. to check that no secret ever reaches a log.
+		klog.SetLogger(funcr.New(func(prefix, args string) {
+			ccmLog.mu.Lock()
+			defer ccmLog.mu.Unlock()
+			ccmLog.buf.WriteString(prefix + " " + args + "\n")
+			if os.Getenv("TEST_LOG") != "" {
+				fmt.Fprintln(os.Stderr, prefix, args)
+			}
+		}, funcr.Options{}))
 	})
+}
+
+// ccmLog holds what klog wrote in this process: the guests' CCMs' logs.
+var ccmLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// CCMLog returns what the guests' CCMs (and anything else using klog in this process) logged.
+func CCMLog() string {
+	ccmLog.mu.Lock()
+	defer ccmLog.mu.Unlock()
+	return ccmLog.buf.String()
 }
 
 // ccmPod plays the kubelet of the CCM's pod in a guest: once the ClusterResourceSet has
