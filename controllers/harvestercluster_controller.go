@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -98,6 +100,13 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 		// A rotated or fixed kubeconfig in an identity Secret is used at once (metadata only:
 		// the provider does not cache Secrets' data).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToClusters), builder.OnlyMetadata).
+		// A cluster being deleted waits for its machines: their deletions bring it back.
+		Watches(&infrav1.HarvesterMachine{}, handler.EnqueueRequestsFromMapFunc(r.machineToCluster),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false },
+				UpdateFunc: func(event.UpdateEvent) bool { return false },
+				DeleteFunc: func(event.DeleteEvent) bool { return true },
+			})).
 		Build(r)
 	if err != nil {
 		return err
@@ -127,6 +136,28 @@ func (r *HarvesterClusterReconciler) loadBalancerToCluster(ctx context.Context, 
 		if name := hc.Labels[clusterv1.ClusterNameLabel]; name != "" && harvester.ClusterID(hc.Namespace, name) == id {
 			reqs = append(reqs, req)
 		}
+	}
+	return reqs
+}
+
+// machineToCluster maps a HarvesterMachine to its cluster's HarvesterCluster.
+func (r *HarvesterClusterReconciler) machineToCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[clusterv1.ClusterNameLabel]
+	if name == "" {
+		return nil
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, cluster); err == nil && cluster.Spec.InfrastructureRef.Name != "" {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: cluster.Spec.InfrastructureRef.Name}}}
+	}
+	// Without its Cluster, the HarvesterCluster carrying the same cluster label.
+	list := &infrav1.HarvesterClusterList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return reqs
 }
@@ -180,16 +211,27 @@ func (r *HarvesterClusterReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if annotations.IsExternallyManaged(hc) {
 		return ctrl.Result{}, nil
 	}
-	if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, r.Client, hc, infrav1.ClusterFinalizer); err != nil || finalizerAdded {
-		return ctrl.Result{}, err
-	}
 	cluster, err := util.GetOwnerCluster(ctx, r.Client, hc.ObjectMeta)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if cluster == nil {
-		ctrl.LoggerFrom(ctx).V(4).Info("waiting for the Cluster controller to set the owner reference")
-		return ctrl.Result{}, nil
+		if hc.DeletionTimestamp.IsZero() {
+			ctrl.LoggerFrom(ctx).V(4).Info("waiting for the Cluster controller to set the owner reference")
+			return ctrl.Result{}, nil
+		}
+		// Deleted before (or after) its Cluster owned it: its label still names the guest
+		// whose objects may exist on Harvester; without it nothing was ever made.
+		name := hc.Labels[clusterv1.ClusterNameLabel]
+		if name == "" {
+			return ctrl.Result{}, r.dropFinalizer(ctx, hc)
+		}
+		cluster = &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: name, DeletionTimestamp: hc.DeletionTimestamp}}
+	}
+	if hc.DeletionTimestamp.IsZero() {
+		if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, r.Client, hc, infrav1.ClusterFinalizer); err != nil || finalizerAdded {
+			return ctrl.Result{}, err
+		}
 	}
 	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, hc); err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
@@ -423,8 +465,51 @@ func (r *HarvesterClusterReconciler) waitForAddress(hc *infrav1.HarvesterCluster
 // isPoolExhausted recognises host-local IPAM's message, which Harvester passes on.
 func isPoolExhausted(msg string) bool { return strings.HasPrefix(msg, "no IP addresses available") }
 
+// dropFinalizer removes the finalizer of a HarvesterCluster that never made anything.
+func (r *HarvesterClusterReconciler) dropFinalizer(ctx context.Context, hc *infrav1.HarvesterCluster) error {
+	if !controllerutil.ContainsFinalizer(hc, infrav1.ClusterFinalizer) {
+		return nil
+	}
+	base := hc.DeepCopy()
+	controllerutil.RemoveFinalizer(hc, infrav1.ClusterFinalizer)
+	return ignoreGone(r.Client.Patch(ctx, hc, client.MergeFrom(base)), hc)
+}
+
+// machinesLeft lists the cluster's HarvesterMachines: they reach Harvester through this
+// cluster's identity and target namespace, so the cluster must outlive them, whatever the order
+// in which a user (or `kubectl delete -f`, or a GitOps prune) deletes the objects.
+func (r *HarvesterClusterReconciler) machinesLeft(ctx context.Context, s *clusterScope) ([]string, error) {
+	list := &infrav1.HarvesterMachineList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(s.hc.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: s.cluster.Name}); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, m := range list.Items {
+		names = append(names, m.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
 func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	hc := s.hc
+	left, err := r.machinesLeft(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(left) > 0 {
+		shown := left[:min(len(left), 5)]
+		msg := fmt.Sprintf("waiting for %d HarvesterMachines to delete their VMs first: %s", len(left), strings.Join(shown, ", "))
+		if len(left) > len(shown) {
+			msg += ", ..."
+		}
+		if s.cluster.DeletionTimestamp.IsZero() {
+			msg += fmt.Sprintf("; the Cluster %s still exists: delete the Cluster, which deletes its machines and then this HarvesterCluster", s.cluster.Name)
+		}
+		setClusterCondition(hc, clusterv1.DeletingCondition, metav1.ConditionTrue, infrav1.WaitingForMachinesDeletionReason, msg)
+		return ctrl.Result{}, nil // a HarvesterMachine's deletion brings us back
+	}
+	setClusterCondition(hc, clusterv1.DeletingCondition, metav1.ConditionTrue, infrav1.DeletingReason, "deleting the cluster's objects on Harvester")
 	setClusterCondition(hc, infrav1.LoadBalancerReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason, "deleting the cluster's objects on Harvester")
 	if hc.Annotations[infrav1.SkipHarvesterCleanupAnnotation] == "true" {
 		r.Recorder.Eventf(hc, corev1.EventTypeWarning, "CleanupSkipped", "Skipped cleanup on Harvester as the %s annotation asks; remove what is left there by hand", infrav1.SkipHarvesterCleanupAnnotation)
@@ -441,7 +526,7 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 	}
 	lb := &lbv1.LoadBalancer{}
 	name := harvester.LoadBalancerName(hc.Namespace, s.cluster.Name)
-	err := s.client.Get(ctx, client.ObjectKey{Namespace: hc.Spec.TargetNamespace, Name: name}, lb)
+	err = s.client.Get(ctx, client.ObjectKey{Namespace: hc.Spec.TargetNamespace, Name: name}, lb)
 	switch {
 	case err == nil && lb.Labels[harvester.LabelManagedBy] == harvester.ManagedByValue:
 		if lb.DeletionTimestamp.IsZero() {
@@ -550,7 +635,7 @@ func (r *HarvesterClusterReconciler) patch(ctx context.Context, hc *infrav1.Harv
 		return err
 	}
 	return ignoreGone(h.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: []string{
-		clusterv1.PausedCondition, clusterv1.ReadyCondition, infrav1.HarvesterAvailableCondition,
+		clusterv1.PausedCondition, clusterv1.ReadyCondition, clusterv1.DeletingCondition, infrav1.HarvesterAvailableCondition,
 		infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition, infrav1.GuestCredentialsReadyCondition,
 		infrav1.AddonsReadyCondition,
 	}}), hc)

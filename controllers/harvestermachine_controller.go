@@ -127,16 +127,26 @@ func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err := r.Client.Get(ctx, req.NamespacedName, hm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, r.Client, hm, infrav1.MachineFinalizer); err != nil || finalizerAdded {
-		return ctrl.Result{}, err
-	}
 	machine, err := util.GetOwnerMachine(ctx, r.Client, hm.ObjectMeta)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if machine == nil {
+		if !hm.DeletionTimestamp.IsZero() && controllerutil.ContainsFinalizer(hm, infrav1.MachineFinalizer) {
+			// Deleted before its Machine owned it: no VM is made before that (creating one
+			// needs the Machine's bootstrap data), so there is nothing to clean up.
+			base := hm.DeepCopy()
+			controllerutil.RemoveFinalizer(hm, infrav1.MachineFinalizer)
+			return ctrl.Result{}, ignoreGone(r.Client.Patch(ctx, hm, client.MergeFrom(base)), hm)
+		}
 		ctrl.LoggerFrom(ctx).V(4).Info("waiting for the Machine controller to set the owner reference")
 		return ctrl.Result{}, nil
+	}
+	// The finalizer comes once the machine has an owner, that is, once it may make a VM.
+	if hm.DeletionTimestamp.IsZero() {
+		if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, r.Client, hm, infrav1.MachineFinalizer); err != nil || finalizerAdded {
+			return ctrl.Result{}, err
+		}
 	}
 	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, machine.ObjectMeta)
 	if err != nil {

@@ -12,6 +12,10 @@ const (
 
 	// DeletingReason is used while the provider removes the object's Harvester resources.
 	DeletingReason = "Deleting"
+	// WaitingForMachinesDeletionReason (on the HarvesterCluster's Deleting condition): the
+	// cluster's HarvesterMachines, which need the cluster's connection to clean up their VMs,
+	// are not gone yet.
+	WaitingForMachinesDeletionReason = "WaitingForMachinesDeletion"
 
 	// HarvesterUnreachableReason: the Harvester API (or the Rancher proxy in front of it) did not
 	// answer.

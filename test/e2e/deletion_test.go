@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+// provisionedMachines waits until n HarvesterMachines of the cluster are provisioned.
+func (tc *testCluster) provisionedMachines(n int) []infrav1.HarvesterMachine {
+	GinkgoHelper()
+	hms := &infrav1.HarvesterMachineList{}
+	Eventually(func(g Gomega) {
+		g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: tc.Name})).To(Succeed())
+		g.Expect(hms.Items).To(HaveLen(n))
+		for _, hm := range hms.Items {
+			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%s: %v", hm.Name, hm.Status.Conditions)
+		}
+	}).WithTimeout(time.Minute).Should(Succeed())
+	return hms.Items
+}
+
+var _ = Describe("Deletion in any order", func() {
+	It("leaves nothing on Harvester when the whole manifest is deleted at once", func() {
+		tc := newTestCluster("delete-all", "delete-all")
+		md := tc.machineDeployment("workers", "workers", 2, machineSpec())
+		tc.provisionedMachines(2)
+
+		By("deleting every object of the manifest at the same moment, as kubectl delete -f or a GitOps prune does")
+		objs := []client.Object{
+			tc.Cluster, tc.HarvesterCluster, md, tc.Bootstrap,
+			&infrav1.HarvesterMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "workers"}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: tc.Name + "-identity"}},
+		}
+		var wg sync.WaitGroup
+		for _, obj := range objs {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				Expect(client.IgnoreNotFound(mgmt().Delete(ctx, obj))).To(Succeed())
+			}()
+		}
+		wg.Wait()
+		Eventually(func(g Gomega) {
+			for _, obj := range objs {
+				err := mgmt().Get(ctx, client.ObjectKeyFromObject(obj), obj)
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s is still there", obj, obj.GetName())
+			}
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(hms.Items).To(BeEmpty())
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		leakFree(tc.Target)
+	})
+
+	It("holds a HarvesterCluster deleted alone while its Cluster and machines live, and finishes once the Cluster is deleted", func() {
+		tc := newTestCluster("delete-hc-first", "delete-hc-first")
+		tc.machineDeployment("workers", "workers", 1, machineSpec())
+		hm := tc.provisionedMachines(1)[0]
+
+		Expect(mgmt().Delete(ctx, tc.HarvesterCluster)).To(Succeed())
+		hc := tc.HarvesterCluster
+		Eventually(func(g Gomega) {
+			c := conditionOf(g, hc, clusterv1.DeletingCondition)
+			g.Expect(c.Reason).To(Equal(infrav1.WaitingForMachinesDeletionReason))
+			g.Expect(c.Message).To(ContainSubstring(hm.Name))
+			g.Expect(c.Message).To(ContainSubstring("delete the Cluster"))
+		}).Should(Succeed())
+		By("deleting no VM behind CAPI's back")
+		Consistently(func() error {
+			return harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: hm.Name}, &kubevirtv1.VirtualMachine{})
+		}, 3*time.Second).Should(Succeed())
+
+		deleteCluster(tc)
+		Expect(apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc))).To(BeTrue())
+		leakFree(tc.Target)
+	})
+})
