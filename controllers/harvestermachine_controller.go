@@ -249,6 +249,15 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 	vmKey := client.ObjectKey{Namespace: s.hc.Spec.TargetNamespace, Name: harvester.VMName(hm.Name)}
 	err := s.client.Get(ctx, vmKey, vm) // live: a restart must never create a second VM
 	switch {
+	case apierrors.IsNotFound(err) && hm.Spec.ProviderID != "":
+		// Provisioned once, gone now: never made again under the old name.
+		if reason := conditions.GetReason(hm, infrav1.VirtualMachineReadyCondition); reason != infrav1.VMDeletedReason {
+			r.Recorder.Eventf(hm, corev1.EventTypeWarning, "VirtualMachineDeleted",
+				"VM %s was deleted outside the provider; the machine must be replaced", vmKey)
+		}
+		setVMCondition(hm, metav1.ConditionFalse, infrav1.VMDeletedReason, fmt.Sprintf(
+			"VM %s was deleted outside the provider after the machine was provisioned; it is not made again (its providerID names the old VM): delete the Machine, or let a MachineHealthCheck on InfrastructureReady=False replace it", vmKey))
+		return ctrl.Result{}, nil
 	case apierrors.IsNotFound(err):
 		return r.createVM(ctx, s)
 	case err != nil:

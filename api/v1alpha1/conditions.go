@@ -101,6 +101,11 @@ const (
 	NetworkNotFoundReason = "NetworkNotFound"
 	// NameTakenReason: a VM with the machine's name exists on Harvester and is not ours.
 	NameTakenReason = "NameTaken"
+	// VMDeletedReason: the machine's VM was deleted outside the provider after the machine was
+	// provisioned. Terminal: a new VM would have another UID than the immutable providerID, a
+	// stale bootstrap token and fresh volumes; the Machine must be replaced (a
+	// MachineHealthCheck on InfrastructureReady=False, or a user deleting it, does).
+	VMDeletedReason = "VMDeleted"
 	// VMCreatingReason: the VM was created and its volumes are being prepared.
 	VMCreatingReason = "Creating"
 	// VMStartingReason: the VM is scheduled and booting.

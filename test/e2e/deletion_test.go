@@ -88,3 +88,54 @@ var _ = Describe("Deletion in any order", func() {
 		leakFree(tc.Target)
 	})
 })
+
+var _ = Describe("A provisioned machine's VM deleted outside the provider", func() {
+	It("is a terminal failure that a MachineHealthCheck remediates with a new machine, never a VM re-made under the old name", func() {
+		tc := newTestCluster("vm-gone", "vm-gone")
+		tc.controlPlaneMachine("vm-gone-cp-0")
+		tc.machineDeployment("workers", "workers", 1, machineSpec())
+		Expect(mgmt().Create(ctx, &clusterv1.MachineHealthCheck{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "workers"},
+			Spec: clusterv1.MachineHealthCheckSpec{
+				ClusterName: tc.Name,
+				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": "workers"}},
+				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyMachineConditions: []clusterv1.UnhealthyMachineCondition{{
+					Type: clusterv1.MachineInfrastructureReadyCondition, Status: metav1.ConditionFalse, TimeoutSeconds: ptr.To[int32](1),
+				}}},
+			},
+		})).To(Succeed())
+		var old infrav1.HarvesterMachine
+		Eventually(func(g Gomega) {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.MatchingLabels{"pool": "workers"})).To(Succeed())
+			g.Expect(hms.Items).To(HaveLen(1))
+			g.Expect(hms.Items[0].Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+			old = hms.Items[0]
+		}).WithTimeout(time.Minute).Should(Succeed())
+
+		By("deleting its VM on Harvester behind the provider's back")
+		vmKey := client.ObjectKey{Namespace: tc.Target, Name: old.Status.VirtualMachine.Name}
+		Expect(harvesterClient().Delete(ctx, &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: vmKey.Namespace, Name: vmKey.Name}})).To(Succeed())
+
+		By("reporting it as terminal, and getting a new machine from the MachineHealthCheck")
+		Eventually(func(g Gomega) {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.MatchingLabels{"pool": "workers"})).To(Succeed())
+			var replaced bool
+			for _, hm := range hms.Items {
+				if hm.Name != old.Name && ptr.Deref(hm.Status.Initialization.Provisioned, false) {
+					replaced = true
+				}
+			}
+			g.Expect(replaced).To(BeTrue())
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		events := &corev1.EventList{}
+		Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
+		Expect(events.Items).To(ContainElement(And(HaveField("Reason", "VirtualMachineDeleted"), HaveField("Type", corev1.EventTypeWarning),
+			HaveField("InvolvedObject.Name", old.Name))))
+		Expect(apierrors.IsNotFound(harvesterClient().Get(ctx, vmKey, &kubevirtv1.VirtualMachine{}))).To(BeTrue(), "no VM under the old name")
+
+		deleteCluster(tc)
+		leakFree(tc.Target)
+	})
+})
