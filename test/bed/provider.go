@@ -166,8 +166,12 @@ func (p *Provider) install(ctx context.Context, b *Bed, o ProviderOptions) error
 	if err != nil {
 		return err
 	}
-	webhookURL := func(path *string) *string {
-		return ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, ptr.Deref(path, "/")))
+	// The apiserver calls the webhooks through their Service's ClusterIP, which nothing routes
+	// here: the bed points them at the manager's loopback port instead (the Service wiring
+	// itself is checked statically in test/config).
+	toLoopback := func(cc *admissionv1.WebhookClientConfig) {
+		cc.URL = ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, ptr.Deref(cc.Service.Path, "/")))
+		cc.Service, cc.CABundle = nil, caPEM
 	}
 	// Namespaces first, as kubectl and clusterctl order them.
 	slices.SortStableFunc(p.Objects, func(a, b *unstructured.Unstructured) int {
@@ -183,8 +187,7 @@ func (p *Provider) install(ctx context.Context, b *Bed, o ProviderOptions) error
 				return err
 			}
 			for j := range cfg.Webhooks {
-				cc := &cfg.Webhooks[j].ClientConfig
-				cc.URL, cc.Service, cc.CABundle = webhookURL(cc.Service.Path), nil, caPEM
+				toLoopback(&cfg.Webhooks[j].ClientConfig)
 			}
 			if err := apply(ctx, p.mgmt, cfg); err != nil {
 				return err
@@ -196,8 +199,7 @@ func (p *Provider) install(ctx context.Context, b *Bed, o ProviderOptions) error
 				return err
 			}
 			for j := range cfg.Webhooks {
-				cc := &cfg.Webhooks[j].ClientConfig
-				cc.URL, cc.Service, cc.CABundle = webhookURL(cc.Service.Path), nil, caPEM
+				toLoopback(&cfg.Webhooks[j].ClientConfig)
 			}
 			if err := apply(ctx, p.mgmt, cfg); err != nil {
 				return err
