@@ -111,12 +111,11 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 	if err != nil {
 		return err
 	}
-	r.Factory.OnNewCache(func(hc cache.Cache) error {
-		if err := c.Watch(source.Kind(hc, client.Object(&lbv1.LoadBalancer{}),
-			handler.EnqueueRequestsFromMapFunc(r.loadBalancerToCluster))); err != nil {
-			return err
+	r.Factory.WatchCaches(c, func(hc cache.Cache) []source.Source {
+		return []source.Source{
+			source.Kind(hc, client.Object(&lbv1.LoadBalancer{}), handler.EnqueueRequestsFromMapFunc(r.loadBalancerToCluster)),
+			source.Kind(hc, client.Object(&corev1.Node{}), handler.EnqueueRequestsFromMapFunc(r.allClusters)),
 		}
-		return c.Watch(source.Kind(hc, client.Object(&corev1.Node{}), handler.EnqueueRequestsFromMapFunc(r.allClusters)))
 	})
 	return nil
 }

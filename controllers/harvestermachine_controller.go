@@ -76,13 +76,11 @@ func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr c
 		return err
 	}
 	r.controller = c
-	r.Factory.OnNewCache(func(hc cache.Cache) error {
-		for _, obj := range []client.Object{&kubevirtv1.VirtualMachine{}, &kubevirtv1.VirtualMachineInstance{}} {
-			if err := c.Watch(source.Kind(hc, obj, handler.EnqueueRequestsFromMapFunc(harvesterObjectToMachine))); err != nil {
-				return err
-			}
+	r.Factory.WatchCaches(c, func(hc cache.Cache) []source.Source {
+		return []source.Source{
+			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachine{}), handler.EnqueueRequestsFromMapFunc(harvesterObjectToMachine)),
+			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachineInstance{}), handler.EnqueueRequestsFromMapFunc(harvesterObjectToMachine)),
 		}
-		return nil
 	})
 	return nil
 }

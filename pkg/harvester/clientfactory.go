@@ -20,11 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
@@ -52,8 +55,9 @@ type Client struct {
 
 // ClientFactory keeps one connection per identity Secret: a client and a cache that covers the
 // target namespaces of the clusters using that identity. A connection is rebuilt when the
-// Secret's kubeconfig changes or a new target namespace appears, and torn down when its last
-// user releases it. It runs as a manager Runnable.
+// Secret's kubeconfig changes, a new target namespace appears or its cache stopped, and torn
+// down when its last user releases it; the controllers' watches on its cache end with it. It
+// runs as a manager Runnable.
 type ClientFactory struct {
 	Scheme    *runtime.Scheme
 	QPS       float32
@@ -67,7 +71,7 @@ type ClientFactory struct {
 	mu          sync.Mutex
 	ctx         context.Context
 	connections map[string]*connection // by identity Secret namespace/name
-	onNewCache  []func(cache.Cache) error
+	watches     []cacheWatch
 }
 
 type connection struct {
@@ -75,8 +79,23 @@ type connection struct {
 	namespaces  map[string]bool
 	users       map[string]string // user -> namespace it needs
 	client      *Client
-	cancel      context.CancelFunc
-	synced      bool
+	// ctx ends when the connection is torn down or its cache stopped by itself; cancel ends it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	synced bool
+}
+
+// stopped tells whether the connection's cache no longer runs.
+func (c *connection) stopped() bool { return c.ctx.Err() != nil }
+
+// Watcher is what the factory needs of a controller to add watches: controller.Controller is one.
+type Watcher interface {
+	Watch(src source.Source) error
+}
+
+type cacheWatch struct {
+	watcher Watcher
+	sources func(cache.Cache) []source.Source
 }
 
 // Start records the manager's context; connections live until it ends.
@@ -94,13 +113,41 @@ func (f *ClientFactory) Start(ctx context.Context) error {
 	return nil
 }
 
-// OnNewCache registers a function called with every new cache before it starts, e.g. to add a
-// controller's watches on the cached kinds.
-func (f *ClientFactory) OnNewCache(fn func(cache.Cache) error) {
+// WatchCaches makes w watch, on the cache of every connection the factory opens from now on,
+// the sources that sources returns for that cache (e.g. source.Kind on a cached kind). Each
+// watch ends with its connection (see connectionSource).
+func (f *ClientFactory) WatchCaches(w Watcher, sources func(cache.Cache) []source.Source) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.onNewCache = append(f.onNewCache, fn)
+	f.watches = append(f.watches, cacheWatch{watcher: w, sources: sources})
 }
+
+// connectionSource is a watch on a connection's cache that ends with the connection.
+//
+// A controller that has started starts every source added later with its own context, which
+// lives as long as the manager. A Kind source waits, with that context, for its informer and
+// then for the cache to sync: on a cache torn down before it synced (identity rotated, Harvester
+// down) it would wait until the manager stops, holding the cache and its credentials. So the
+// factory hands the controller this wrapper, whose Start gives the source a context that also
+// ends when the connection does.
+//
+// It hides the source's WaitForSync on purpose: a watch added before its controller starts must
+// not hold that start up while Harvester does not answer; Get reports the sync instead.
+type connectionSource struct {
+	src  source.Source
+	conn context.Context
+}
+
+func (s connectionSource) Start(ctx context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	ctx, cancel := context.WithCancel(ctx)
+	// Whichever ends first, the controller or the connection, ends the source; the other's
+	// registration goes with it.
+	stop := context.AfterFunc(s.conn, cancel)
+	context.AfterFunc(ctx, func() { stop() })
+	return s.src.Start(ctx, queue)
+}
+
+func (s connectionSource) String() string { return fmt.Sprint(s.src) }
 
 // Get returns the connection for an identity Secret, for user (an object key) working in
 // namespace on Harvester.
@@ -117,7 +164,11 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 	// A user that switched identity Secrets lets go of the old connection.
 	f.releaseLocked(user, key)
 	c, ok := f.connections[key]
-	if !ok || c.fingerprint != fingerprint || !c.namespaces[namespace] {
+	if ok && c.stopped() {
+		// Its cache's Start returned: waiting on it again would only time out.
+		ctrl.LoggerFrom(ctx).Info("The Harvester cache stopped, reconnecting", "identity", key)
+	}
+	if !ok || c.fingerprint != fingerprint || !c.namespaces[namespace] || c.stopped() {
 		namespaces := map[string]bool{namespace: true}
 		users := map[string]string{user: namespace}
 		if ok && c.fingerprint == fingerprint {
@@ -151,6 +202,8 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 		}
 		syncCtx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
+		// A cache that stops meanwhile will not sync: the next Get rebuilds it.
+		defer context.AfterFunc(c.ctx, cancel)()
 		if !c.client.Cache.WaitForCacheSync(syncCtx) {
 			return c.client, ErrNotSynced
 		}
@@ -204,17 +257,29 @@ func (f *ClientFactory) connect(kubeconfig []byte, fingerprint string, namespace
 	if err != nil {
 		return nil, fmt.Errorf("creating the Harvester cache: %w", err)
 	}
+	// The informers of every cached kind exist before the cache starts, so that its sync means
+	// all of them, not only those the controllers' watches happened to ask for already.
+	for obj := range byObject {
+		if _, err := c.GetInformer(f.ctx, obj, cache.BlockUntilSynced(false)); err != nil {
+			return nil, fmt.Errorf("creating the Harvester cache: %w", err)
+		}
+	}
 	live, err := client.New(cfg, client.Options{Scheme: f.Scheme, Mapper: mapper, HTTPClient: httpClient})
 	if err != nil {
 		return nil, fmt.Errorf("creating the Harvester client: %w", err)
 	}
-	for _, fn := range f.onNewCache {
-		if err := fn(c); err != nil {
-			return nil, err
+	ctx, cancel := context.WithCancel(f.ctx)
+	for _, w := range f.watches {
+		for _, src := range w.sources(c) {
+			if err := w.watcher.Watch(connectionSource{src: src, conn: ctx}); err != nil {
+				cancel()
+				return nil, fmt.Errorf("watching the Harvester cache: %w", err)
+			}
 		}
 	}
-	ctx, cancel := context.WithCancel(f.ctx)
 	go func() {
+		// A cache whose Start returns ends its connection, so that Get builds a new one.
+		defer cancel()
 		if err := c.Start(ctx); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Harvester cache stopped")
 		}
@@ -223,6 +288,7 @@ func (f *ClientFactory) connect(kubeconfig []byte, fingerprint string, namespace
 		fingerprint: fingerprint,
 		namespaces:  namespaces,
 		client:      &Client{Client: live, Cache: c, Config: cfg},
+		ctx:         ctx,
 		cancel:      cancel,
 	}, nil
 }

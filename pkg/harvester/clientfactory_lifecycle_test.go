@@ -1,0 +1,271 @@
+package harvester_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+)
+
+// countedSource counts the watches that run: a watch runs until the context its controller
+// started it with ends.
+type countedSource struct {
+	source.Source
+	started, live *atomic.Int64
+}
+
+func (s countedSource) Start(ctx context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	s.started.Add(1)
+	s.live.Add(1)
+	context.AfterFunc(ctx, func() { s.live.Add(-1) })
+	return s.Source.Start(ctx, queue)
+}
+
+// Identity rotations and Harvester outages leave nothing behind: no goroutine, connection or
+// watch outlives its cache, including caches torn down before they synced; and a connection
+// whose cache failed or stopped is rebuilt by the next Get.
+func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a simulated Harvester")
+	}
+	g := NewWithT(t)
+	ctrl.SetLogger(logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	sim, err := harvestersim.Start(ctx, harvestersim.DefaultOptions())
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(sim.Stop()).To(Succeed()) }()
+	proxyPort := proxyPortOf(g, sim.APIServerURL())
+
+	scheme, err := harvester.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	f := &harvester.ClientFactory{Scheme: scheme, QPS: 50, Burst: 100, SyncTimeout: 300 * time.Millisecond}
+	go func() { _ = f.Start(ctx) }()
+
+	// A real controller, started before the first connection: it starts the watches added later
+	// with its own context, as the manager's controllers do.
+	c, err := controller.NewUnmanaged("factory-lifecycle", controller.Options{
+		SkipNameValidation: ptr.To(true),
+		Reconciler: reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+			return reconcile.Result{}, nil
+		}),
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	sourcesStarted := make(chan struct{})
+	g.Expect(c.Watch(source.Func(func(context.Context, workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		close(sourcesStarted)
+		return nil
+	}))).To(Succeed())
+	go func() { _ = c.Start(ctx) }()
+	<-sourcesStarted
+
+	// The controllers' watches: the cached kinds and the hosts.
+	var started, live atomic.Int64
+	kinds := append(harvester.CachedKinds(), &corev1.Node{})
+	f.WatchCaches(c, func(hc cache.Cache) []source.Source {
+		var sources []source.Source
+		for _, kind := range kinds {
+			sources = append(sources, countedSource{Source: source.Kind(hc, kind, &handler.EnqueueRequestForObject{}), started: &started, live: &live})
+		}
+		return sources
+	})
+
+	const user, namespace = "ns/cluster-a", "guests"
+	identity := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "identity"}}
+	key := client.ObjectKeyFromObject(identity).String()
+	// Each rotation a new token: tokens asked for in the same second with the same lifetime can
+	// be the same, so the lifetime differs.
+	rotations := 0
+	rotate := func() {
+		rotations++
+		kubeconfig, err := sim.Kubeconfig(ctx, harvestersim.ProviderIdentityNamespace, harvestersim.ProviderIdentityName, "",
+			24*time.Hour+time.Duration(rotations)*time.Second)
+		g.Expect(err).NotTo(HaveOccurred())
+		identity.Data = map[string][]byte{infrav1.IdentitySecretKey: kubeconfig}
+	}
+	get := func(g Gomega) *harvester.Client {
+		hc, err := f.Get(ctx, user, identity, namespace)
+		g.Expect(err).NotTo(HaveOccurred())
+		return hc
+	}
+	watchesPerConnection := int64(len(kinds))
+
+	rotate()
+	g.Eventually(get, 30*time.Second).ShouldNot(BeNil())
+	goroutinesBefore := settledGoroutines()
+	tcpBefore := tcpConnectionsTo(g, proxyPort)
+	g.Expect(f.Connections()).To(Equal([]string{key}))
+	g.Expect(live.Load()).To(Equal(watchesPerConnection))
+	t.Logf("before: %d goroutines, connections %v, %d watches, %d TCP connections to Harvester",
+		goroutinesBefore, f.Connections(), live.Load(), tcpBefore)
+
+	// 100 rotations: every other one while Harvester is too slow for the new cache to sync before
+	// the next rotation tears it down.
+	for i := range 100 {
+		slow := i%2 == 0
+		if slow {
+			sim.Faults.Latency("virtualmachines", time.Second)
+		}
+		rotate()
+		if slow {
+			_, err := f.Get(ctx, user, identity, namespace)
+			g.Expect(err).To(MatchError(harvester.ErrNotSynced), "rotation %d", i)
+			sim.Faults.Clear()
+			continue
+		}
+		g.Eventually(get, 30*time.Second).ShouldNot(BeNil(), "rotation %d", i)
+	}
+	g.Expect(started.Load()).To(BeNumerically(">=", 101*watchesPerConnection), "every rotation registers the watches")
+
+	// 20 outages, each while the newest cache has not synced yet; during every other one the
+	// identity rotates too, so that the new cache cannot even be built.
+	for i := range 20 {
+		sim.Faults.Latency("virtualmachines", time.Second)
+		rotate()
+		_, err := f.Get(ctx, user, identity, namespace)
+		g.Expect(err).To(MatchError(harvester.ErrNotSynced), "outage %d", i)
+		g.Expect(sim.StopAPI()).To(Succeed())
+		if i%2 == 0 {
+			rotate()
+			_, err := f.Get(ctx, user, identity, namespace)
+			g.Expect(err).To(HaveOccurred(), "outage %d", i)
+		}
+		_, err = f.Get(ctx, user, identity, namespace)
+		g.Expect(err).To(HaveOccurred(), "outage %d", i)
+		sim.Faults.Clear()
+		g.Expect(sim.StartAPI(ctx)).To(Succeed())
+		g.Eventually(get, 60*time.Second).ShouldNot(BeNil(), "after outage %d", i)
+	}
+
+	// A cache that could not start because Harvester was down is built once Harvester is back.
+	const other = "ns/cluster-b"
+	otherIdentity := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other"}}
+	kubeconfig, err := sim.ProviderKubeconfig(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	otherIdentity.Data = map[string][]byte{infrav1.IdentitySecretKey: kubeconfig}
+	g.Expect(sim.StopAPI()).To(Succeed())
+	_, err = f.Get(ctx, other, otherIdentity, namespace)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(sim.StartAPI(ctx)).To(Succeed())
+	var first *harvester.Client
+	g.Eventually(func(g Gomega) {
+		first, err = f.Get(ctx, other, otherIdentity, namespace)
+		g.Expect(err).NotTo(HaveOccurred())
+	}, 60*time.Second).Should(Succeed())
+
+	// A cache that stopped by itself is not handed out again: the next Get builds a new one.
+	g.Expect(f.StopCacheForTest(client.ObjectKeyFromObject(otherIdentity).String())).To(BeTrue())
+	g.Eventually(func(g Gomega) {
+		hc, err := f.Get(ctx, other, otherIdentity, namespace)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(hc == first).To(BeFalse(), "the stopped connection is handed out again")
+		g.Expect(hc.Cache.List(ctx, &corev1.NodeList{})).To(Succeed())
+	}, 30*time.Second).Should(Succeed())
+	f.Release(other)
+
+	// As before: one connection with its watches, and nothing else.
+	g.Expect(get(g)).NotTo(BeNil())
+	g.Expect(f.Connections()).To(Equal([]string{key}))
+	g.Eventually(live.Load, 30*time.Second).Should(Equal(watchesPerConnection), "watches outlived their cache")
+	g.Eventually(runtime.NumGoroutine, 60*time.Second).Should(BeNumerically("<=", goroutinesBefore+goroutineTolerance))
+	g.Eventually(func(g Gomega) int { return tcpConnectionsTo(g, proxyPort) }, 30*time.Second).Should(BeNumerically("<=", tcpBefore))
+	t.Logf("after %d watches started: %d goroutines, connections %v, %d watches, %d TCP connections to Harvester",
+		started.Load(), runtime.NumGoroutine(), f.Connections(), live.Load(), tcpConnectionsTo(g, proxyPort))
+
+	// The last user's release ends the connection and its watches.
+	f.Release(user)
+	g.Expect(f.Connections()).To(BeEmpty())
+	g.Eventually(live.Load, 30*time.Second).Should(BeZero())
+}
+
+// goroutineTolerance allows for the simulator's and the HTTP connections' own goroutines coming
+// and going; one leaked connection holds dozens, one leaked watch one per rotation.
+const goroutineTolerance = 10
+
+// settledGoroutines returns the goroutine count once it has held still for a few samples.
+func settledGoroutines() int {
+	last, still := runtime.NumGoroutine(), 0
+	for deadline := time.Now().Add(30 * time.Second); still < 4 && time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+		n := runtime.NumGoroutine()
+		if n == last {
+			still++
+		} else {
+			last, still = n, 0
+		}
+	}
+	return last
+}
+
+func proxyPortOf(g Gomega, url string) int {
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(url, "https://"))
+	g.Expect(err).NotTo(HaveOccurred())
+	n, err := strconv.Atoi(port)
+	g.Expect(err).NotTo(HaveOccurred())
+	return n
+}
+
+// tcpConnectionsTo counts this process's established TCP connections to a local port: the
+// sockets among /proc/self/fd whose remote end, per /proc/net/tcp, is that port.
+func tcpConnectionsTo(g Gomega, port int) int {
+	fds, err := os.ReadDir("/proc/self/fd")
+	g.Expect(err).NotTo(HaveOccurred())
+	ours := map[string]bool{}
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if inode, ok := strings.CutPrefix(target, "socket:["); err == nil && ok {
+			ours[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
+	count := 0
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		file, err := os.Open(table)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		scanner := bufio.NewScanner(file)
+		scanner.Scan() // header
+		for scanner.Scan() {
+			// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+			fields := strings.Fields(scanner.Text())
+			if len(fields) < 10 || fields[3] != "01" || !ours[fields[9]] {
+				continue
+			}
+			if strings.HasSuffix(fields[2], fmt.Sprintf(":%04X", port)) {
+				count++
+			}
+		}
+		g.Expect(scanner.Err()).NotTo(HaveOccurred())
+		_ = file.Close()
+	}
+	return count
+}
