@@ -26,7 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -80,8 +82,39 @@ func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr c
 		return []source.Source{
 			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachine{}), handler.EnqueueRequestsFromMapFunc(harvesterObjectToMachine)),
 			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachineInstance{}), handler.EnqueueRequestsFromMapFunc(harvesterObjectToMachine)),
+			// A deleting machine waits for its volumes to go.
+			source.Kind(hc, client.Object(&corev1.PersistentVolumeClaim{}), handler.EnqueueRequestsFromMapFunc(r.volumeToMachine),
+				predicate.Funcs{
+					CreateFunc: func(event.TypedCreateEvent[client.Object]) bool { return false },
+					DeleteFunc: func(event.TypedDeleteEvent[client.Object]) bool { return true },
+					UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+						return !e.ObjectNew.GetDeletionTimestamp().IsZero()
+					},
+				}),
 		}
 	})
+	return nil
+}
+
+// volumeToMachine maps a machine's volume to its HarvesterMachine. Volumes carry the machine's
+// label value only, which is a hash for names no label can hold: then the machine is found by it.
+func (r *HarvesterMachineReconciler) volumeToMachine(ctx context.Context, obj client.Object) []reconcile.Request {
+	namespace, value, ok := harvester.MachineOf(obj)
+	if !ok {
+		return nil
+	}
+	if hm := (&infrav1.HarvesterMachine{}); r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: value}, hm) == nil {
+		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(hm)}}
+	}
+	list := &infrav1.HarvesterMachineList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil
+	}
+	for i := range list.Items {
+		if harvester.MachineLabelValue(list.Items[i].Name) == value {
+			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}}
+		}
+	}
 	return nil
 }
 
@@ -448,7 +481,7 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 		return ctrl.Result{}, r.harvesterError(hm, "cleaning up the machine's volumes and cloud-init", err)
 	}
 	if !clean {
-		return ctrl.Result{RequeueAfter: time.Second}, nil
+		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil // each volume's deletion brings us back
 	}
 	r.Factory.Release(s.userKey())
 	controllerutil.RemoveFinalizer(hm, infrav1.MachineFinalizer)

@@ -40,9 +40,11 @@ var ErrInvalidKubeconfig = errors.New("invalid kubeconfig")
 var ErrNotSynced = errors.New("the Harvester cache is not synced yet")
 
 // CachedKinds are the Harvester kinds the factory's caches hold (only objects labelled as the
-// provider's): what the controllers watch.
+// provider's): what the controllers watch. Volumes are among them so that a machine's deletion
+// learns from events, not by polling, when Harvester has removed its volumes.
 func CachedKinds() []client.Object {
-	return []client.Object{&kubevirtv1.VirtualMachine{}, &kubevirtv1.VirtualMachineInstance{}, &lbv1.LoadBalancer{}}
+	return []client.Object{&kubevirtv1.VirtualMachine{}, &kubevirtv1.VirtualMachineInstance{}, &lbv1.LoadBalancer{},
+		&corev1.PersistentVolumeClaim{}}
 }
 
 // Client reaches one Harvester cluster: Client reads live and writes, Cache holds the provider's

@@ -198,7 +198,9 @@ func (s *MachineService) Cleanup(ctx context.Context, m *infrav1.HarvesterMachin
 		return false, err
 	}
 	pvcs := &corev1.PersistentVolumeClaimList{}
-	if err := s.C.List(ctx, pvcs, client.InNamespace(namespace), client.MatchingLabels{
+	// From the cache: the machine's VM is gone, so no volume of it appears any more, and each
+	// deletion's event brings the machine back here.
+	if err := s.C.Cache.List(ctx, pvcs, client.InNamespace(namespace), client.MatchingLabels{
 		LabelManagedBy: ManagedByValue, LabelMachine: MachineLabelValue(m.Name), LabelMachineNamespace: m.Namespace,
 	}); err != nil {
 		return false, fmt.Errorf("listing the machine's volumes: %w", err)
