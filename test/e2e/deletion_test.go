@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
@@ -85,6 +86,41 @@ var _ = Describe("Deletion in any order", func() {
 
 		deleteCluster(tc)
 		Expect(apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc))).To(BeTrue())
+		leakFree(tc.Target)
+	})
+})
+
+var _ = Describe("Deletion while Harvester is unreachable", func() {
+	It("waits, says why, and finishes cleanly once Harvester is back", func() {
+		tc := newTestCluster("delete-offline", "delete-offline")
+		tc.machineDeployment("workers", "workers", 1, machineSpec())
+		tc.provisionedMachines(1)
+
+		Expect(testBed.Harvester.StopAPI()).To(Succeed())
+		restarted := false
+		DeferCleanup(func() {
+			if !restarted {
+				Expect(testBed.Harvester.StartAPI(ctx)).To(Succeed())
+			}
+		})
+		Expect(mgmt().Delete(ctx, tc.Cluster)).To(Succeed())
+		By("holding the cluster, with a condition that says Harvester does not answer")
+		Eventually(func(g Gomega) {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(hms.Items).To(HaveLen(1))
+			c := conditions.Get(&hms.Items[0], infrav1.VirtualMachineReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(infrav1.HarvesterUnreachableReason))
+		}).WithTimeout(time.Minute).Should(Succeed())
+		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed(), "nothing is dropped while Harvester is away")
+
+		By("finishing once Harvester answers again")
+		Expect(testBed.Harvester.StartAPI(ctx)).To(Succeed())
+		restarted = true
+		Eventually(func() bool {
+			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))
+		}).WithTimeout(2 * time.Minute).Should(BeTrue())
 		leakFree(tc.Target)
 	})
 })
