@@ -342,6 +342,19 @@ func (p *Provider) Stop() error {
 	return err
 }
 
+// Kill ends the manager at once (SIGKILL), as a crash or an evicted pod would.
+func (p *Provider) Kill() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return nil
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	p.cmd = nil
+	return nil
+}
+
 // Log returns the manager's output so far.
 func (p *Provider) Log() ([]byte, error) { return os.ReadFile(p.LogFile) }
 
