@@ -120,7 +120,7 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 
 	rotate()
 	g.Eventually(get, 30*time.Second).ShouldNot(BeNil())
-	goroutinesBefore := settledGoroutines()
+	goroutinesBefore := settledGoroutines(g)
 	tcpBefore := tcpConnectionsTo(g, proxyPort)
 	g.Expect(f.Connections()).To(Equal([]string{key}))
 	g.Expect(live.Load()).To(Equal(watchesPerConnection))
@@ -210,18 +210,18 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 // and going; one leaked connection holds dozens, one leaked watch one per rotation.
 const goroutineTolerance = 10
 
-// settledGoroutines returns the goroutine count once it has held still for a few samples.
-func settledGoroutines() int {
-	last, still := runtime.NumGoroutine(), 0
-	for deadline := time.Now().Add(30 * time.Second); still < 4 && time.Now().Before(deadline); {
-		time.Sleep(250 * time.Millisecond)
-		n := runtime.NumGoroutine()
-		if n == last {
+// settledGoroutines returns the goroutine count once it has held still for four samples in a
+// row, 250 ms apart (within 30 s).
+func settledGoroutines(g Gomega) int {
+	last, still := -1, 0
+	g.Eventually(func() int {
+		if n := runtime.NumGoroutine(); n == last {
 			still++
 		} else {
 			last, still = n, 0
 		}
-	}
+		return still
+	}).WithTimeout(30*time.Second).WithPolling(250*time.Millisecond).Should(BeNumerically(">=", 4), "the goroutine count does not settle")
 	return last
 }
 
