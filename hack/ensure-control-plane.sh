@@ -46,8 +46,14 @@ EOF
   trap - EXIT
 fi
 
-if [ ! -x "$dest/kube-apiserver" ]; then
-  log "building kube-apiserver $KUBE_VERSION (once; 3 to 5 minutes cold on 2 cores)"
+# kube-apiserver for every control plane; kube-scheduler and kube-controller-manager for the guests
+# whose addons are scheduled (test/guest): all three from the same throw-away module.
+missing=()
+for b in kube-apiserver kube-scheduler kube-controller-manager; do
+  [ -x "$dest/$b" ] || missing+=("$b")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "building ${missing[*]} $KUBE_VERSION (once; 3 to 5 minutes each cold on 2 cores)"
   minor=${KUBE_VERSION#v1.}
   minor=${minor%%.*}
   staging_version="v0.${KUBE_VERSION#v1.}"
@@ -56,7 +62,7 @@ if [ ! -x "$dest/kube-apiserver" ]; then
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
   {
-    echo "module local/kube-apiserver"
+    echo "module local/kube-control-plane"
     echo
     echo "go 1.25"
     echo
@@ -67,20 +73,15 @@ if [ ! -x "$dest/kube-apiserver" ]; then
     sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\t\1 => \1 '"$staging_version"'#p' "$gomod"
     echo ")"
   } >"$work/go.mod"
-  cat >"$work/tools.go" <<'EOF'
-//go:build tools
-
-package tools
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-EOF
   pkg=k8s.io/component-base/version
-  # No `go mod tidy` here: some staging modules kube-apiserver never imports are missing on the
+  # No `go mod tidy` here: some staging modules these binaries never import are missing on the
   # proxy, and -mod=mod only fetches what the build needs.
-  (cd "$work" && go build -mod=mod -trimpath \
-    -ldflags "-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor" \
-    -o "$dest/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver &&
-    mv "$dest/kube-apiserver.tmp" "$dest/kube-apiserver")
+  for b in "${missing[@]}"; do
+    (cd "$work" && go build -mod=mod -trimpath \
+      -ldflags "-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor" \
+      -o "$dest/$b.tmp" "k8s.io/kubernetes/cmd/$b" &&
+      mv "$dest/$b.tmp" "$dest/$b")
+  done
   rm -rf "$work"
   trap - EXIT
 fi
