@@ -39,6 +39,9 @@ type Options struct {
 	// load-balancer pools must then hand out loopback addresses (127.0.0.0/8), which the guest
 	// apiservers listen on.
 	Kubeadm bool
+	// CCMBinary is the CCM image's entrypoint (see ImageBinaries): a kubeadm guest's kubelets
+	// run it for our CCM's pod, once kube-scheduler has placed it. Required with Kubeadm.
+	CCMBinary string
 	// Provider, when set, installs the provider as it ships: its rendered components and the
 	// manager binary as a process (see InstallProvider). The management cluster then serves
 	// none of the provider's webhooks itself.
@@ -57,6 +60,7 @@ type Bed struct {
 	// Provider is the shipped provider's manager, when Options.Provider asked for it.
 	Provider *Provider
 
+	ccmBinary string
 	mu        sync.Mutex
 	guests    []*guest.Cluster
 	providers []*Provider
@@ -112,6 +116,10 @@ func (b *Bed) start(ctx context.Context, o Options) error {
 	}
 	b.Nodes = guest.NewNodeAgent(b.Harvester.Client(), b.Management.Client)
 	if o.Kubeadm {
+		if o.CCMBinary == "" {
+			return errors.New("a bed with kubeadm guests needs Options.CCMBinary (see ImageBinaries)")
+		}
+		b.ccmBinary = o.CCMBinary
 		b.Nodes.StartKubeadm = b.startKubeadm
 	}
 	return b.Nodes.SetupWithManager(b.Harvester.Env.Manager)
@@ -136,12 +144,9 @@ func (b *Bed) startKubeadm(ctx context.Context, namespace, name string, n *guest
 	if err != nil {
 		return nil, err
 	}
-	// Kubelets run with --cloud-provider=external: our CCM runs in the guest, from the
-	// Deployment the addons ClusterResourceSet delivers.
-	if g.WithCCM {
-		if err := g.RunCCM(context.WithoutCancel(ctx)); err != nil {
-			return nil, errors.Join(err, g.Stop())
-		}
+	// Its addons are scheduled, and our CCM runs from its pod where kube-scheduler puts it.
+	if err := g.StartScheduling(context.WithoutCancel(ctx), b.ccmBinary); err != nil {
+		return nil, errors.Join(err, g.Stop())
 	}
 	b.mu.Lock()
 	b.guests = append(b.guests, g)

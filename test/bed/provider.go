@@ -409,19 +409,35 @@ func MetricsClient() *http.Client {
 }
 
 // ManagerBinary extracts the manager binary from the manager image `make images` built, into
-// dir, so that what the tests run is what ships: IMAGES_DIR's manager.oci.tar when `make test`
-// built the images first, else images built now with `make images` into dir.
+// dir (see ImageBinaries).
 func ManagerBinary(dir string) (string, error) {
+	manager, _, err := ImageBinaries(dir)
+	return manager, err
+}
+
+// ImageBinaries extracts the entrypoints of the manager and CCM images `make images` built into
+// dir, so that what the tests run is what ships: IMAGES_DIR's archives when `make test` built the
+// images first, else images built now with `make images` into dir.
+func ImageBinaries(dir string) (manager, ccm string, err error) {
 	images := os.Getenv("IMAGES_DIR")
 	if images == "" {
 		images = filepath.Join(dir, "images")
 		cmd := exec.Command("make", "--no-print-directory", "images", "IMAGES_DIR="+images)
 		cmd.Dir = testenv.RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("make images: %w\n%s", err, out)
+			return "", "", fmt.Errorf("make images: %w\n%s", err, out)
 		}
 	}
-	img, err := ociimages.Open(filepath.Join(images, "manager.oci.tar"))
+	if manager, err = imageEntrypoint(filepath.Join(images, "manager.oci.tar"), dir); err != nil {
+		return "", "", err
+	}
+	ccm, err = imageEntrypoint(filepath.Join(images, "ccm.oci.tar"), dir)
+	return manager, ccm, err
+}
+
+// imageEntrypoint extracts an image's entrypoint binary into dir, under its own name.
+func imageEntrypoint(archive, dir string) (string, error) {
+	img, err := ociimages.Open(archive)
 	if err != nil {
 		return "", err
 	}
@@ -430,11 +446,11 @@ func ManagerBinary(dir string) (string, error) {
 		return "", err
 	}
 	if len(cfg.Entrypoint) == 0 {
-		return "", errors.New("the manager image has no entrypoint")
+		return "", fmt.Errorf("the image %s has no entrypoint", filepath.Base(archive))
 	}
-	binary := filepath.Join(dir, "manager")
+	binary := filepath.Join(dir, filepath.Base(cfg.Entrypoint[0]))
 	if err := img.Extract(cfg.Entrypoint[0], binary); err != nil {
-		return "", fmt.Errorf("extracting %s from the manager image: %w", cfg.Entrypoint[0], err)
+		return "", fmt.Errorf("extracting %s from %s: %w", cfg.Entrypoint[0], filepath.Base(archive), err)
 	}
 	return binary, nil
 }

@@ -88,7 +88,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		return err
 	}
 	defer os.RemoveAll(work)
-	binary, err := bed.ManagerBinary(work)
+	binary, ccmBinary, err := bed.ImageBinaries(work)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		logFile = filepath.Join(os.TempDir(), "capi-harvester-demo-manager.log")
 	}
 	_ = os.Remove(logFile)
-	b, err := bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, Provider: &bed.ProviderOptions{Binary: binary, LogFile: logFile}})
+	b, err := bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, CCMBinary: ccmBinary, Provider: &bed.ProviderOptions{Binary: binary, LogFile: logFile}})
 	if err != nil {
 		return err
 	}

@@ -35,9 +35,9 @@ var _ = BeforeSuite(func() {
 	start := time.Now()
 	// The provider runs as it ships: the manager binary from its image, installed from its
 	// rendered components (RBAC, webhooks, arguments), as its own process.
-	binary, err := bed.ManagerBinary(GinkgoT().TempDir())
+	binary, ccmBinary, err := bed.ImageBinaries(GinkgoT().TempDir())
 	Expect(err).NotTo(HaveOccurred())
-	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, Topology: true, Provider: &bed.ProviderOptions{
+	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, CCMBinary: ccmBinary, Topology: true, Provider: &bed.ProviderOptions{
 		Binary: binary,
 		// The lease is short so that a restarted manager takes over quickly.
 		ExtraArgs: []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"},

@@ -18,6 +18,7 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/guest"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
@@ -96,6 +97,50 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", "node.cloudprovider.kubernetes.io/uninitialized")))
 		}
 
+		By("the addons' pods are placed by the guest's scheduler and run: the CCM on the control-plane node, kube-vip and the CSI node plugin on every node")
+		cpNode := ""
+		for _, n := range nodes.Items {
+			if _, ok := n.Labels["node-role.kubernetes.io/control-plane"]; ok {
+				cpNode = n.Name
+			}
+		}
+		Expect(cpNode).NotTo(BeEmpty())
+		Eventually(func(g Gomega) {
+			g.Expect(guestPods(g, gc, "harvester-cloud-controller-manager")).To(ConsistOf(And(
+				HaveField("Spec.NodeName", cpNode), HaveField("Status.Phase", corev1.PodRunning))))
+			for _, app := range []string{"kube-vip", "harvester-csi-driver"} {
+				onNodes := map[string]bool{}
+				for _, p := range guestPods(g, gc, app) {
+					g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
+					onNodes[p.Spec.NodeName] = true
+				}
+				g.Expect(onNodes).To(HaveLen(3), "%s pods on every node", app)
+			}
+		}).Should(Succeed())
+
+		By("a rollout of the CCM Deployment completes on its one eligible node: the old pod makes way for the new (host port 10258)")
+		deploy := &appsv1.Deployment{}
+		Expect(gc.Env.Client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "harvester-cloud-controller-manager"}, deploy)).To(Succeed())
+		Expect(deploy.Spec.Template.Spec.Containers[0].Ports).To(ContainElement(HaveField("HostPort", int32(10258))))
+		oldPods := guestPods(Default, gc, "harvester-cloud-controller-manager")
+		if deploy.Spec.Template.Annotations == nil {
+			deploy.Spec.Template.Annotations = map[string]string{}
+		}
+		deploy.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = time.Now().Format(time.RFC3339)
+		Expect(gc.Env.Client.Update(ctx, deploy)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(gc.Env.Client.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)).To(Succeed())
+			g.Expect(deploy.Status.ObservedGeneration).To(Equal(deploy.Generation))
+			g.Expect(deploy.Status.UpdatedReplicas).To(Equal(int32(1)))
+			g.Expect(deploy.Status.AvailableReplicas).To(Equal(int32(1)))
+			g.Expect(deploy.Status.Replicas).To(Equal(int32(1)))
+			pods := guestPods(g, gc, "harvester-cloud-controller-manager")
+			g.Expect(pods).To(HaveLen(1))
+			g.Expect(pods[0].UID).NotTo(Equal(oldPods[0].UID))
+			g.Expect(gc.CCMErr()).NotTo(HaveOccurred())
+			g.Expect(gc.CCMRunning()).To(BeTrue())
+		}).WithTimeout(time.Minute).Should(Succeed())
+
 		By("a Service of type LoadBalancer in the guest gets a Harvester address from our CCM")
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
@@ -134,3 +179,10 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			"clusterclass-harvester.yaml", "cluster-template-topology.yaml"),
 	)
 })
+
+// guestPods lists a guest's pods of one app (app.kubernetes.io/name).
+func guestPods(g Gomega, gc *guest.Cluster, app string) []corev1.Pod {
+	pods := &corev1.PodList{}
+	g.Expect(gc.Env.Client.List(ctx, pods, client.MatchingLabels{"app.kubernetes.io/name": app})).To(Succeed())
+	return pods.Items
+}

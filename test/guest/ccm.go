@@ -1,179 +1,134 @@
 package guest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"net"
 	"os"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
-	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/component-base/logs"
-	logsapi "k8s.io/component-base/logs/api/v1"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	ccmapp "github.com/seed-0a7eb009/cluster-api-provider-harvester/cloudprovider/app"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
 // CCMDeployment is the Deployment of our cloud controller manager in templates/addons/ccm.yaml.
 const CCMDeployment = "harvester-cloud-controller-manager"
 
-var quietKlogOnce sync.Once
+// ccmLabel is the label the CCM Deployment's pods carry.
+const ccmLabel = "app.kubernetes.io/name"
 
-// quietKlog lets several CCMs share the process, and keeps their logs out of the test output
-// unless TEST_LOG is set: the framework applies its (default) logging configuration on every
-// start, which is applied here first so that those become no-ops and klog's logger stays.
-func quietKlog() {
-	quietKlogOnce.Do(func() {
-		logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
-		_ = logsapi.ValidateAndApply(logs.NewOptions(), utilfeature.DefaultFeatureGate)
-		// Everything the CCMs log (at the verbosity their Deployment sets: klog's default) is
-		// kept for tests that read it, e.g. to check that no secret ever reaches a log.
-		klog.SetLogger(funcr.New(func(prefix, args string) {
-			ccmLog.mu.Lock()
-			defer ccmLog.mu.Unlock()
-			ccmLog.buf.WriteString(prefix + " " + args + "\n")
-			if os.Getenv("TEST_LOG") != "" {
-				fmt.Fprintln(os.Stderr, prefix, args)
-			}
-		}, funcr.Options{}))
-	})
+func isCCMPod(pod *corev1.Pod) bool {
+	return pod.Namespace == "kube-system" && pod.Labels[ccmLabel] == CCMDeployment
 }
 
-// ccmLog holds what klog wrote in this process: the guests' CCMs' logs.
-var ccmLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// ccmContainer is our CCM's container in its pod, run as the kubelet of the pod's node would:
+// the binary of the CCM image (its entrypoint), with the pod's command arguments and env, its
+// Secret volumes written to a directory (and kept in step with their Secrets, so a renewed
+// Harvester token reaches the CCM's tokenFile), and a token of the pod's ServiceAccount bound to
+// the pod. What a process outside a pod needs differently, and only that, is overridden:
+//   - --kubeconfig names a kubeconfig with that token and the guest apiserver's address, instead
+//     of the in-cluster configuration (whose token path is fixed);
+//   - Secret volumes live in a directory of their own instead of their mountPath: arguments and
+//     file contents naming the mountPath are rewritten to it;
+//   - --secure-port is a free loopback port instead of the declared host port (10258): the guests
+//     of one test run share the host's loopback, as their nodes would not.
+//
+// Leader election stays on: a lost lease ends the process, and the kubelet restarts it.
+type ccmContainer struct {
+	uid      types.UID
+	dir      string
+	synced   map[string]string
+	proc     *process
+	restarts int
+	endedAt  time.Time
 }
 
-// CCMLog returns what the guests' CCMs (and anything else using klog in this process) logged.
-func CCMLog() string {
-	ccmLog.mu.Lock()
-	defer ccmLog.mu.Unlock()
-	return ccmLog.buf.String()
-}
-
-// ccmPod plays the kubelet of the CCM's pod in a guest: once the ClusterResourceSet has
-// delivered the CCM's Deployment and the Secrets it mounts, it runs our CCM command in-process
-// with the Deployment's own arguments, the Secret volumes written to a directory (and kept in
-// sync, as kubelet does, so a renewed Harvester token reaches the CCM's tokenFile) and the
-// credentials of the Deployment's ServiceAccount, so the CCM works within the RBAC the addon
-// grants it. Two flags are overridden: --leader-elect=false (a lost lease ends the process,
-// here the whole test run) and --secure-port=0 (the guests' CCMs share one process).
-type ccmPod struct {
-	guest *Cluster
-	dir   string
-	stop  chan struct{}
-	done  chan struct{}
-	mu    sync.Mutex
-	err   error
-	// stopOnce: the pod stops when its nodes are gone or with the guest, whichever is first.
-	stopOnce sync.Once
-	stopErr  error
-	// synced are the resourceVersions of the Secrets written, by name.
-	synced map[string]string
-}
-
-// RunCCM starts the CCM pod stand-in of g; it stops with g.
-func (g *Cluster) RunCCM(ctx context.Context) error {
-	dir, err := os.MkdirTemp("", "ccm-"+g.Name+"-")
-	if err != nil {
-		return err
+// runCCM starts or keeps running the CCM container of pod; started is false while the pod's
+// Secrets or ServiceAccount are missing or the container waits out a restart back-off (retry).
+func (k *kubelets) runCCM(ctx context.Context, pod *corev1.Pod) (started bool, retry time.Duration, err error) {
+	key := client.ObjectKeyFromObject(pod)
+	k.mu.Lock()
+	c := k.ccm[key]
+	k.mu.Unlock()
+	if c != nil && c.uid != pod.UID {
+		k.stopCCM(key)
+		c = nil
 	}
-	quietKlog()
-	p := &ccmPod{guest: g, dir: dir, stop: make(chan struct{}), done: make(chan struct{}), synced: map[string]string{}}
-	g.ccm = p
-	go p.run(ctx)
-	return nil
-}
-
-func (p *ccmPod) run(ctx context.Context) {
-	defer close(p.done)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		<-p.stop
-		cancel()
-	}()
-	var exited chan struct{}
-	defer func() {
-		if exited != nil {
-			<-exited
-		}
-	}()
-	// Like kubelet, look again periodically: for the pod's objects before it starts, for
-	// changed Secrets after.
-	_ = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		args, ready, err := p.sync(ctx)
-		if err != nil || !ready || exited != nil {
-			return false, nil //nolint:nilerr // retried like a pod that cannot start yet
-		}
-		command, err := ccmapp.NewCommand(p.stop)
+	if c == nil {
+		dir, err := os.MkdirTemp("", "ccm-"+k.g.Name+"-")
 		if err != nil {
-			p.setErr(err)
-			return true, nil
+			return false, 0, err
 		}
-		command.SetArgs(args)
-		command.SetOut(io.Discard)
-		command.SetErr(io.Discard)
-		exited = make(chan struct{})
-		go func() {
-			defer close(exited)
-			p.setErr(command.Execute())
-		}()
-		return false, nil
-	})
+		c = &ccmContainer{uid: pod.UID, dir: dir, synced: map[string]string{}}
+		k.mu.Lock()
+		k.ccm[key] = c
+		k.mu.Unlock()
+	}
+	if len(pod.Spec.Containers) == 0 {
+		return false, 0, errors.New("the CCM pod has no container")
+	}
+	container := pod.Spec.Containers[0]
+	mounts, ok, err := k.syncVolumes(ctx, pod, container, c)
+	if err != nil || !ok {
+		return false, time.Second, err
+	}
+	if c.proc != nil {
+		if ended := c.proc.exited(); ended == nil {
+			return true, 0, nil
+		} else if c.endedAt.IsZero() {
+			c.endedAt = time.Now()
+			c.restarts++
+			k.setExited(fmt.Errorf("the CCM container of pod %s ended (restart %d): %w\n%s", key, c.restarts, ended, c.proc.log.tail(3000)))
+		}
+		if wait := time.Until(c.endedAt.Add(backoff(c.restarts))); wait > 0 {
+			return false, wait, nil
+		}
+	}
+	args, env, err := k.ccmCommand(ctx, pod, container, c, mounts)
+	if err != nil || args == nil {
+		return false, time.Second, err
+	}
+	proc, err := startProcess(ctx, "the CCM", k.ccmBinary, newCCMLog(), env, args...)
+	if err != nil {
+		return false, 0, err
+	}
+	c.proc, c.endedAt = proc, time.Time{}
+	k.setExited(nil)
+	go func() {
+		<-proc.done
+		k.exits <- event.TypedGenericEvent[*corev1.Pod]{Object: pod}
+	}()
+	return true, 0, nil
 }
 
-// sync writes the pod's Secret volumes and credentials and returns the CCM's arguments; ready
-// is false while the Deployment, its Secrets or its ServiceAccount are not in the guest yet.
-func (p *ccmPod) sync(ctx context.Context) ([]string, bool, error) {
-	c := p.guest.Env.Client
-	deploy := &appsv1.Deployment{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: CCMDeployment}, deploy); err != nil {
-		return nil, false, client.IgnoreNotFound(err)
+// ccmCommand is the container's command line and environment with the overrides above; nil
+// while the ServiceAccount does not exist.
+func (k *kubelets) ccmCommand(ctx context.Context, pod *corev1.Pod, container corev1.Container, c *ccmContainer, mounts map[string]string) ([]string, []string, error) {
+	if len(container.Command) == 0 || path.Base(container.Command[0]) != filepath.Base(k.ccmBinary) {
+		return nil, nil, fmt.Errorf("the CCM container's command %q is not the image's entrypoint %s", container.Command, filepath.Base(k.ccmBinary))
 	}
-	spec := deploy.Spec.Template.Spec
-	if len(spec.Containers) == 0 {
-		return nil, false, errors.New("the CCM Deployment has no container")
-	}
-	container := spec.Containers[0]
-	mounts := map[string]string{}
-	for _, m := range container.VolumeMounts {
-		for _, v := range spec.Volumes {
-			if v.Name != m.Name || v.Secret == nil {
-				continue
-			}
-			dir := filepath.Join(p.dir, m.Name)
-			ok, err := p.writeSecret(ctx, v.Secret.SecretName, dir, m.MountPath)
-			if err != nil || !ok {
-				return nil, false, err
-			}
-			mounts[m.MountPath] = dir
-		}
-	}
-	kubeconfig, err := p.writeKubeconfig(ctx, spec.ServiceAccountName)
+	kubeconfig, err := k.writeKubeconfig(ctx, pod, c)
 	if err != nil || kubeconfig == "" {
-		return nil, false, err
+		return nil, nil, err
 	}
-	args := make([]string, 0, len(container.Args)+3)
-	for _, a := range container.Args {
-		if strings.HasPrefix(a, "--leader-elect=") || strings.HasPrefix(a, "--secure-port=") {
+	port, err := freeLoopbackPort()
+	if err != nil {
+		return nil, nil, err
+	}
+	args := []string{}
+	for _, a := range append(container.Command[1:], container.Args...) {
+		if strings.HasPrefix(a, "--secure-port=") || strings.HasPrefix(a, "--kubeconfig=") {
 			continue
 		}
 		for mountPath, dir := range mounts {
@@ -181,18 +136,65 @@ func (p *ccmPod) sync(ctx context.Context) ([]string, bool, error) {
 		}
 		args = append(args, a)
 	}
-	args = append(args, "--kubeconfig="+kubeconfig, "--leader-elect=false", "--secure-port=0")
-	return args, true, nil
+	args = append(args, "--kubeconfig="+kubeconfig, "--secure-port="+strconv.Itoa(port))
+	env := []string{} // not nil: the container sees its own environment only
+	for _, e := range container.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env = append(env, e.Name+"="+e.Value)
+		case e.ValueFrom.FieldRef != nil:
+			env = append(env, e.Name+"="+podField(pod, e.ValueFrom.FieldRef.FieldPath))
+		default:
+			return nil, nil, fmt.Errorf("the CCM container's env %s: only values and field references are played", e.Name)
+		}
+	}
+	return args, env, nil
+}
+
+func podField(pod *corev1.Pod, field string) string {
+	switch field {
+	case "metadata.name":
+		return pod.Name
+	case "metadata.namespace":
+		return pod.Namespace
+	case "spec.nodeName":
+		return pod.Spec.NodeName
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName
+	case "status.hostIP", "status.podIP":
+		return pod.Status.HostIP
+	}
+	return ""
+}
+
+// syncVolumes writes the container's Secret volumes; ok is false while one is missing (the
+// pod's container cannot be created yet). It returns their directories by mountPath.
+func (k *kubelets) syncVolumes(ctx context.Context, pod *corev1.Pod, container corev1.Container, c *ccmContainer) (map[string]string, bool, error) {
+	mounts := map[string]string{}
+	for _, m := range container.VolumeMounts {
+		for _, v := range pod.Spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			dir := filepath.Join(c.dir, m.Name)
+			ok, err := k.writeSecret(ctx, pod.Namespace, v.Secret.SecretName, dir, m.MountPath, c)
+			if err != nil || !ok {
+				return nil, false, err
+			}
+			mounts[m.MountPath] = dir
+		}
+	}
+	return mounts, true, nil
 }
 
 // writeSecret writes a Secret's keys into dir when it changed, with the mount path in their
 // content pointing at dir instead (the cloud-config's tokenFile names the mounted token).
-func (p *ccmPod) writeSecret(ctx context.Context, name, dir, mountPath string) (bool, error) {
+func (k *kubelets) writeSecret(ctx context.Context, namespace, name, dir, mountPath string, c *ccmContainer) (bool, error) {
 	secret := &corev1.Secret{}
-	if err := p.guest.Env.Client.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: name}, secret); err != nil {
+	if err := k.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	if p.synced[name] == secret.ResourceVersion {
+	if c.synced[name] == secret.ResourceVersion {
 		return true, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -209,77 +211,118 @@ func (p *ccmPod) writeSecret(ctx context.Context, name, dir, mountPath string) (
 			return false, err
 		}
 	}
-	p.synced[name] = secret.ResourceVersion
+	c.synced[name] = secret.ResourceVersion
 	return true, nil
 }
 
-// writeKubeconfig writes, once, a kubeconfig for the guest with a token of the ServiceAccount,
-// as a pod's in-cluster credentials; "" while the ServiceAccount does not exist.
-func (p *ccmPod) writeKubeconfig(ctx context.Context, serviceAccount string) (string, error) {
-	path := filepath.Join(p.dir, "kubeconfig")
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
-	}
-	if serviceAccount == "" {
-		return "", errors.New("the CCM Deployment names no ServiceAccount")
-	}
+// writeKubeconfig writes a kubeconfig for the guest with a token of the pod's ServiceAccount
+// bound to the pod, as its projected in-cluster credentials; "" while the ServiceAccount does
+// not exist.
+func (k *kubelets) writeKubeconfig(ctx context.Context, pod *corev1.Pod, c *ccmContainer) (string, error) {
 	sa := &corev1.ServiceAccount{}
-	if err := p.guest.Env.Client.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: serviceAccount}, sa); err != nil {
+	name := pod.Spec.ServiceAccountName
+	if name == "" {
+		name = "default"
+	}
+	if err := k.g.Env.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, sa); err != nil {
 		return "", client.IgnoreNotFound(err)
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}
-	if err := p.guest.Env.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return "", fmt.Errorf("requesting a token for %s: %w", serviceAccount, err)
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: ptr.To[int64](3600),
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if err := k.g.Env.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("requesting a token for %s: %w", name, err)
 	}
-	cfg := p.guest.Env.Config
+	cfg := k.g.Env.Config
 	data, err := clientcmd.Write(clientcmdapi.Config{
 		Clusters:       map[string]*clientcmdapi.Cluster{"guest": {Server: cfg.Host, CertificateAuthorityData: cfg.CAData}},
-		AuthInfos:      map[string]*clientcmdapi.AuthInfo{serviceAccount: {Token: tr.Status.Token}},
-		Contexts:       map[string]*clientcmdapi.Context{"guest": {Cluster: "guest", AuthInfo: serviceAccount}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{name: {Token: tr.Status.Token}},
+		Contexts:       map[string]*clientcmdapi.Context{"guest": {Cluster: "guest", AuthInfo: name}},
 		CurrentContext: "guest",
 	})
 	if err != nil {
 		return "", err
 	}
-	return path, os.WriteFile(path, data, 0o600)
+	file := filepath.Join(c.dir, "kubeconfig")
+	return file, os.WriteFile(file, data, 0o600)
 }
 
-func (p *ccmPod) setErr(err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.err = err
+// stopCCM stops the CCM container of a pod, if it runs.
+func (k *kubelets) stopCCM(key types.NamespacedName) {
+	k.mu.Lock()
+	c := k.ccm[key]
+	delete(k.ccm, key)
+	k.mu.Unlock()
+	if c == nil {
+		return
+	}
+	if c.proc != nil {
+		c.proc.stop()
+	}
+	_ = os.RemoveAll(c.dir)
 }
 
-// CCMErr is what the guest's CCM command failed with, if it stopped on its own (nil while it
-// runs, after a normal stop, or without a CCM): tests show it rather than time out blind.
-func (g *Cluster) CCMErr() error {
-	if g.ccm == nil {
+func (k *kubelets) stopAll() {
+	k.mu.Lock()
+	keys := make([]types.NamespacedName, 0, len(k.ccm))
+	for key := range k.ccm {
+		keys = append(keys, key)
+	}
+	k.mu.Unlock()
+	for _, key := range keys {
+		k.stopCCM(key)
+	}
+}
+
+func (k *kubelets) setExited(err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.exited = err
+}
+
+// CCMErr says why the guest's CCM does not run, when it should: its pod is Pending (with the
+// scheduler's reason) or its container ended (with the end of its log). nil while it runs,
+// before its Deployment arrives, or in a guest without our CCM.
+func (c *Cluster) CCMErr() error {
+	k := c.kubelets
+	if k == nil {
 		return nil
 	}
-	g.ccm.mu.Lock()
-	defer g.ccm.mu.Unlock()
-	return g.ccm.err
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.pending != "" {
+		return errors.New("the CCM does not run: " + k.pending)
+	}
+	for _, ctr := range k.ccm {
+		if ctr.proc != nil && ctr.proc.exited() == nil {
+			return nil
+		}
+	}
+	return k.exited
 }
 
-// Stop stops the CCM and waits for it.
-func (p *ccmPod) Stop() error {
-	p.stopOnce.Do(func() {
-		close(p.stop)
-		<-p.done
-		p.stopErr = os.RemoveAll(p.dir)
-	})
-	return p.stopErr
+// CCMRunning tells whether a CCM container of the guest runs.
+func (c *Cluster) CCMRunning() bool {
+	k := c.kubelets
+	if k == nil {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, ctr := range k.ccm {
+		if ctr.proc != nil && ctr.proc.exited() == nil {
+			return true
+		}
+	}
+	return false
 }
 
-// CCMRunning tells whether the guest's CCM stand-in runs (false when it has none).
-func (g *Cluster) CCMRunning() bool {
-	if g.ccm == nil {
-		return false
+func freeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
 	}
-	select {
-	case <-g.ccm.done:
-		return false
-	default:
-		return true
-	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

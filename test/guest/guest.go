@@ -30,7 +30,10 @@ type Cluster struct {
 	Kubeadm bool
 
 	certDir string
-	ccm     *ccmPod
+	// workDir, processes and kubelets: the scheduling part of the guest (StartScheduling).
+	workDir   string
+	processes []*process
+	kubelets  *kubelets
 }
 
 // Start starts a guest control plane and writes its kubeconfig Secret into the management
@@ -57,13 +60,30 @@ func Start(ctx context.Context, management client.Client, namespace, name string
 
 // Stop stops the guest control plane.
 func (c *Cluster) Stop() error {
-	var err error
-	if c.ccm != nil {
-		err = c.ccm.Stop()
+	if c.kubelets != nil {
+		c.kubelets.stopAll()
 	}
-	err = errors.Join(err, c.Env.Stop())
-	if c.certDir != "" {
-		err = errors.Join(err, os.RemoveAll(c.certDir))
+	for _, p := range c.processes {
+		p.stop()
+	}
+	err := c.Env.Stop()
+	for _, dir := range []string{c.certDir, c.workDir} {
+		if dir != "" {
+			err = errors.Join(err, os.RemoveAll(dir))
+		}
 	}
 	return err
+}
+
+// StartScheduling gives the guest what places and runs its pods: kube-scheduler and
+// kube-controller-manager as processes, and kubelets for its nodes (see kubelets), which run our
+// CCM's pod with ccmBinary, the CCM image's entrypoint. Guests a test starts up front have none
+// of this: their addons are only applied.
+func (c *Cluster) StartScheduling(ctx context.Context, ccmBinary string) error {
+	dir, err := os.MkdirTemp("", "guest-"+c.Name+"-cp-")
+	if err != nil {
+		return err
+	}
+	c.workDir = dir
+	return c.startScheduling(ctx, ccmBinary)
 }

@@ -285,10 +285,7 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
 		}}}
 		if kn != nil && kn.ControlPlane {
-			// What kubeadm marks a control-plane node with.
-			node.Labels["node-role.kubernetes.io/control-plane"] = ""
-			node.Labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
-			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule})
+			Kubeadm.markControlPlane(node)
 		}
 		if withCCM {
 			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule})
@@ -335,7 +332,25 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 			{Type: corev1.NodeHostName, Address: name},
 		}
 	}
-	return name, c.Status().Update(ctx, node)
+	if err := c.Status().Update(ctx, node); err != nil {
+		return "", err
+	}
+	return name, clearNotReadyTaint(ctx, c, node)
+}
+
+// clearNotReadyTaint removes the not-ready taint the apiserver puts on every new Node
+// (TaintNodesByCondition), as kube-controller-manager's node lifecycle controller does once the
+// node reports Ready. The bed does not run that controller: it would also evict everything from
+// nodes whose kubelets renew no Lease, and the bed's kubelets do not.
+func clearNotReadyTaint(ctx context.Context, c client.Client, node *corev1.Node) error {
+	kept := slices.DeleteFunc(slices.Clone(node.Spec.Taints), func(t corev1.Taint) bool {
+		return t.Key == corev1.TaintNodeNotReady && t.Effect == corev1.TaintEffectNoSchedule
+	})
+	if len(kept) == len(node.Spec.Taints) {
+		return nil
+	}
+	node.Spec.Taints = kept
+	return c.Update(ctx, node)
 }
 
 // stopped marks the Nodes of a gone VMI NotReady in every guest, as a node controller would
@@ -363,31 +378,8 @@ func (a *NodeAgent) stopped(ctx context.Context, name string) error {
 				}
 			}
 		}
-		if err := a.stopCCMWithoutNodes(ctx, g); err != nil {
-			return err
-		}
 	}
 	return nil
-}
-
-// stopCCMWithoutNodes stops a guest's CCM once none of its nodes is ready: its pod has nowhere
-// left to run, as when a deleted cluster's VMs are gone.
-func (a *NodeAgent) stopCCMWithoutNodes(ctx context.Context, g *Cluster) error {
-	if g.ccm == nil {
-		return nil
-	}
-	nodes := &corev1.NodeList{}
-	if err := g.Env.Client.List(ctx, nodes); err != nil {
-		return err
-	}
-	for _, n := range nodes.Items {
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-	}
-	return g.ccm.Stop()
 }
 
 func vmOwnerUID(vmi *kubevirtv1.VirtualMachineInstance) string {
