@@ -523,6 +523,9 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 	if gone, err := r.deleteGuestLoadBalancers(ctx, s); err != nil || !gone {
 		return ctrl.Result{RequeueAfter: guestLBRecheck}, err
 	}
+	if err := r.deleteGuestVolumes(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	lb := &lbv1.LoadBalancer{}
 	name := harvester.LoadBalancerName(hc.Namespace, s.cluster.Name)
 	err = s.client.Get(ctx, client.ObjectKey{Namespace: hc.Spec.TargetNamespace, Name: name}, lb)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,6 +93,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	skip := &o.SkipNameValidation
+	// The guests, through CAPI's ClusterCache (their <cluster>-kubeconfig Secrets), for what the
+	// provider records of them while they live: the volumes their CSI driver made on Harvester.
+	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient:     mgr.GetClient(),
+		WatchFilterValue: o.WatchFilterValue,
+		Client:           clustercache.ClientOptions{UserAgent: "cluster-api-provider-harvester"},
+	}, controller.Options{MaxConcurrentReconciles: o.ClusterConcurrency, SkipNameValidation: skip})
+	if err != nil {
+		return fmt.Errorf("setting up the ClusterCache: %w", err)
+	}
+	if err := (&GuestVolumeReconciler{
+		Client:           mgr.GetClient(),
+		ClusterCache:     clusterCache,
+		WatchFilterValue: o.WatchFilterValue,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.ClusterConcurrency, SkipNameValidation: skip}); err != nil {
+		return fmt.Errorf("setting up the guest volume controller: %w", err)
+	}
 	if err := (&HarvesterClusterReconciler{
 		Client:           mgr.GetClient(),
 		Recorder:         mgr.GetEventRecorderFor("harvestercluster-controller"),

@@ -165,6 +165,16 @@ type HarvesterClusterStatus struct {
 	// loadBalancer is the control-plane load balancer on Harvester.
 	// +optional
 	LoadBalancer LoadBalancerStatus `json:"loadBalancer,omitempty,omitzero"`
+
+	// guestVolumes are the volumes on Harvester (PersistentVolumeClaims in the target namespace)
+	// that the Harvester CSI driver in the guest made for the guest's PersistentVolumes with
+	// reclaim policy Delete, kept in step with the guest while it is reachable. Deleting the
+	// cluster deletes them; volumes whose PersistentVolume says Retain are not listed and stay.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=4096
+	// +kubebuilder:validation:items:MaxLength=253
+	GuestVolumes []string `json:"guestVolumes,omitempty"`
 }
 
 // ClusterInitializationStatus holds the provisioning milestones of a HarvesterCluster.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/base64"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -9,13 +10,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/guest"
@@ -155,6 +159,37 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			g.Expect(svc.Annotations).To(HaveKeyWithValue(harvester.AnnotationKubeVIPLoadBalancerIPs, svc.Status.LoadBalancer.Ingress[0].IP))
 		}).Should(Succeed())
 
+		By("the volumes the guest's CSI driver makes on Harvester are recorded while the guest lives (reclaim policy Delete only)")
+		// As the Harvester CSI driver provisions: a claim in the target namespace named after the
+		// guest's PersistentVolume, which names it as its volume handle.
+		deleted, retained := "pvc-"+string(uuid.NewUUID()), "pvc-"+string(uuid.NewUUID())
+		for name, policy := range map[string]corev1.PersistentVolumeReclaimPolicy{deleted: corev1.PersistentVolumeReclaimDelete, retained: corev1.PersistentVolumeReclaimRetain} {
+			Expect(harvesterClient().Create(ctx, &corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Namespace: target, Name: name},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: ptr.To("harvester-longhorn"),
+					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			})).To(Succeed())
+			Expect(gc.Env.Client.Create(ctx, &corev1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: corev1.PersistentVolumeSpec{
+					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					PersistentVolumeReclaimPolicy: policy,
+					PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+						Driver: controllers.CSIDriverName, VolumeHandle: name,
+					}},
+				},
+			})).To(Succeed())
+		}
+		hc := &infrav1.HarvesterCluster{}
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster.Spec.InfrastructureRef.Name}, hc)).To(Succeed())
+			g.Expect(hc.Status.GuestVolumes).To(Equal([]string{deleted}))
+		}).WithTimeout(time.Minute).Should(Succeed())
+
 		By("the template's CNI reached the guest through its ClusterResourceSet")
 		Eventually(func(g Gomega) {
 			g.Expect(gc.Env.Client.Get(ctx, client.ObjectKey{Namespace: "kube-flannel", Name: "kube-flannel-ds"}, &appsv1.DaemonSet{})).To(Succeed())
@@ -169,7 +204,18 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
 		Eventually(func() bool {
 			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
-		}).WithTimeout(2 * time.Minute).Should(BeTrue())
+		}).WithTimeout(2*time.Minute).Should(BeTrue(), func() string {
+			_ = mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)
+			return fmt.Sprintf("the HarvesterCluster's conditions: %+v", hc.Status.Conditions)
+		})
+		By("the guest's volume with reclaim policy Delete went with the cluster; the one that says Retain stays")
+		Eventually(func() bool {
+			return apierrors.IsNotFound(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: deleted}, &corev1.PersistentVolumeClaim{}))
+		}).Should(BeTrue())
+		kept := &corev1.PersistentVolumeClaim{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: retained}, kept)).To(Succeed())
+		Expect(kept.DeletionTimestamp).To(BeNil())
+		Expect(harvesterClient().Delete(ctx, kept)).To(Succeed())
 		leakFree(target)
 		Eventually(gc.CCMRunning).Should(BeFalse(), "the CCM's pod has no node left to run on")
 		secrets.expectNoneIn(namespace)
