@@ -57,9 +57,11 @@ type Bed struct {
 	// Provider is the shipped provider's manager, when Options.Provider asked for it.
 	Provider *Provider
 
-	mu        sync.Mutex
-	guests    []*guest.Cluster
-	providers []*Provider
+	mu            sync.Mutex
+	guests        []*guest.Cluster
+	providers     []*Provider
+	capiMu        sync.Mutex // serialises StartCAPIProviders
+	capiProviders []*CAPIProviders
 }
 
 // Start brings the bed up. Callers must Stop it, which also deletes every Cluster first.
@@ -170,11 +172,14 @@ func (b *Bed) Stop(ctx context.Context) error {
 		errs = append(errs, b.deleteClusters(ctx))
 	}
 	b.mu.Lock()
-	providers := b.providers
-	b.providers = nil
+	providers, capiProviders := b.providers, b.capiProviders
+	b.providers, b.capiProviders = nil, nil
 	b.mu.Unlock()
 	for _, p := range providers {
 		errs = append(errs, p.cleanup())
+	}
+	for _, p := range capiProviders {
+		errs = append(errs, p.stop())
 	}
 	if b.Management != nil {
 		errs = append(errs, b.Management.Stop())
