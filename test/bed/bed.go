@@ -116,6 +116,8 @@ func (b *Bed) start(ctx context.Context, o Options) error {
 	if o.Kubeadm {
 		b.Nodes.StartKubeadm = b.startKubeadm
 	}
+	// RKE2 and K3s control planes, for clusters of the providers StartCAPIProviders runs.
+	b.Nodes.StartControlPlane = b.startDistribution
 	return b.Nodes.SetupWithManager(b.Harvester.Env.Manager)
 }
 

@@ -47,6 +47,13 @@ type CAPIProviderSpec struct {
 	Health bool
 }
 
+// syncPeriod shortens the providers' informer resync (default 10 minutes). Their control planes
+// fail to reconcile until the guest answers and retry with growing backoff; no watched object
+// changes when the guest comes up (the CCM that would set the Nodes' providerIDs arrives only
+// once the control plane is initialised), so only the resync brings the next reconcile. A real
+// cluster waits for it too, up to the full period; the tests do not.
+const syncPeriod = "--sync-period=10s"
+
 // RKE2 is rancher/cluster-api-provider-rke2 (bootstrap and control plane).
 var RKE2 = CAPIProviderSpec{
 	Name: "rke2", Module: "github.com/rancher/cluster-api-provider-rke2", Version: "v0.21.0",
@@ -58,6 +65,7 @@ var RKE2 = CAPIProviderSpec{
 			"--diagnostics-address=" + p.MetricsAddr, "--insecure-diagnostics",
 			"--webhook-port=" + strconv.Itoa(p.WebhookPort),
 			"--webhook-cert-dir=" + p.certDir,
+			syncPeriod,
 		}
 	},
 }
@@ -70,7 +78,7 @@ var RKE2 = CAPIProviderSpec{
 var K3s = CAPIProviderSpec{
 	Name: "k3s", Module: "github.com/k3s-io/cluster-api-k3s", Version: "v0.3.0",
 	Flags: func(p *CAPIProviderProcess) []string {
-		return []string{"--kubeconfig=" + p.kubeconfig, "--metrics-addr=" + p.MetricsAddr}
+		return []string{"--kubeconfig=" + p.kubeconfig, "--metrics-addr=" + p.MetricsAddr, syncPeriod}
 	},
 	Env: func(p *CAPIProviderProcess) []string {
 		return []string{"TMPDIR=" + p.tmpDir, "CAPI_K3S_WEBHOOK_PORT=" + strconv.Itoa(p.WebhookPort)}
