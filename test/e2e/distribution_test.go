@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,7 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/guest"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
@@ -127,7 +129,10 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 	Expect(controlPlaneNodes).To(HaveLen(2))
 	for _, n := range nodes.Items {
 		Expect(controlPlaneNodes).To(HaveKey(n.Name))
+		// Both flavours run the kubelet with an external cloud provider: our CCM in the guest
+		// set the providerID and lifted the uninitialised taint.
 		Expect(n.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix))
+		Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", guest.TaintUninitialized)))
 		for k, v := range f.serverLabels {
 			if controlPlaneNodes[n.Name] {
 				Expect(n.Labels).To(HaveKeyWithValue(k, v), "control-plane node %s", n.Name)
@@ -136,6 +141,20 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 			}
 		}
 	}
+
+	By("the guest apiserver serves with the CAs the control-plane provider generated: its kubeconfig Secret works")
+	kubeconfigSecret := &corev1.Secret{}
+	Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-kubeconfig"}, kubeconfigSecret)).To(Succeed())
+	restConfig, err := clientcmd.RESTConfigFromKubeConfig(kubeconfigSecret.Data["value"])
+	Expect(err).NotTo(HaveOccurred())
+	serverCA := &corev1.Secret{}
+	Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-ca"}, serverCA)).To(Succeed())
+	Expect(restConfig.CAData).To(Equal(serverCA.Data["tls.crt"]))
+	providerClient, err := client.New(restConfig, client.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	viaProvider := &corev1.NodeList{}
+	Expect(providerClient.List(ctx, viaProvider)).To(Succeed())
+	Expect(viaProvider.Items).To(HaveLen(2))
 
 	By("deleting the Cluster removes everything on Harvester")
 	Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
