@@ -37,6 +37,7 @@ build() {
   log "building $module $version (once; a few minutes cold on 2 cores)"
   local work
   work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
   # The provider's own go.mod, renamed: the same dependency versions (and replaces, which a
   # required module's go.mod would not carry over) as its release was built with.
   sed "s#^module .*#module local/$name#" "$dir/go.mod" >"$work/go.mod"
@@ -45,18 +46,7 @@ build() {
   if [ "$name" = k3s ]; then
     patch_k3s "$dir" "$work"
   fi
-  (cd "$work" && go mod edit -require="$module@$version" &&
-    cat >tools.go <<TOOLS
-//go:build tools
-
-package tools
-
-import (
-	_ "$module/bootstrap"
-	_ "$module/controlplane"
-)
-TOOLS
-  )
+  (cd "$work" && go mod edit -require="$module@$version")
   local part
   for part in bootstrap controlplane; do
     if [ ! -x "$out/$part-manager" ]; then
@@ -65,6 +55,7 @@ TOOLS
     fi
   done
   rm -rf "$work"
+  trap - EXIT
 }
 
 # K3s v0.3.0's managers listen for webhooks on :9443, a literal in bootstrap/main.go and

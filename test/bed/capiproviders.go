@@ -152,7 +152,9 @@ func (b *Bed) StartCAPIProviders(ctx context.Context, spec CAPIProviderSpec) (*C
 // hack/ensure-providers.sh when `make test` has not.
 func providerBinaries(spec CAPIProviderSpec) (string, error) {
 	dir := filepath.Join(testenv.RepoRoot(), "bin", "providers", spec.Name+"-"+spec.Version)
-	if _, err := os.Stat(filepath.Join(dir, "controlplane-manager")); err == nil {
+	_, bootstrapErr := os.Stat(filepath.Join(dir, "bootstrap-manager"))
+	_, controlPlaneErr := os.Stat(filepath.Join(dir, "controlplane-manager"))
+	if bootstrapErr == nil && controlPlaneErr == nil {
 		return dir, nil
 	}
 	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "ensure-providers.sh"))
