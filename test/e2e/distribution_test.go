@@ -91,7 +91,7 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 		g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
 		g.Expect(cluster.Spec.ControlPlaneEndpoint.Host).To(HavePrefix("127.77.0."))
 		g.Expect(cluster.Status.Initialization.ControlPlaneInitialized).To(Equal(ptr.To(true)))
-	}).WithTimeout(2 * time.Minute).Should(Succeed())
+	}).WithTimeout(3 * time.Minute).Should(Succeed())
 	controlPlane := &unstructured.Unstructured{}
 	controlPlane.SetAPIVersion(f.controlPlaneAPIVersion)
 	controlPlane.SetKind(f.controlPlaneKind)
