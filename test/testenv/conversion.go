@@ -8,6 +8,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,6 +49,8 @@ func contractAPIVersion(ctx context.Context, c client.Reader, gk schema.GroupKin
 	for _, contract := range []string{"v1beta2", "v1beta1"} {
 		if versions := crd.Labels["cluster.x-k8s.io/"+contract]; versions != "" {
 			list := strings.Split(versions, "_")
+			// The newest, in Kubernetes' order of versions (v1alpha1 < v1beta1 < v1).
+			slices.SortFunc(list, version.CompareKubeAwareVersionStrings)
 			return schema.GroupVersion{Group: gk.Group, Version: list[len(list)-1]}.String(), nil
 		}
 	}
