@@ -116,7 +116,7 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 ##@ Test
 
 .PHONY: test
-test: verify-generated envtest images ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
+test: verify-generated envtest providers images ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
 	IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 
@@ -130,6 +130,10 @@ fuzz: envtest ## Run each fuzz target for FUZZTIME (default 2m); crashers land i
 .PHONY: envtest
 envtest: ## Build the test control planes (kube-apiserver, etcd) into bin/k8s once.
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/ensure-control-plane.sh $(KUBEBUILDER_ASSETS) >/dev/null
+
+.PHONY: providers
+providers: ## Build the RKE2 and K3s bootstrap and control-plane managers the e2e suite runs into bin/providers once.
+	hack/ensure-providers.sh >/dev/null
 
 .PHONY: e2e-harvester
 e2e-harvester: envtest ## The end-to-end suite against a real Harvester: HARVESTER_KUBECONFIG (admin), HARVESTER_NETWORK, HARVESTER_IMAGE [, HARVESTER_LB_IPAM].

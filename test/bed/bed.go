@@ -60,10 +60,12 @@ type Bed struct {
 	// Provider is the shipped provider's manager, when Options.Provider asked for it.
 	Provider *Provider
 
-	ccmBinary string
-	mu        sync.Mutex
-	guests    []*guest.Cluster
-	providers []*Provider
+	ccmBinary     string
+	mu            sync.Mutex
+	guests        []*guest.Cluster
+	providers     []*Provider
+	capiMu        sync.Mutex // serialises StartCAPIProviders
+	capiProviders []*CAPIProviders
 }
 
 // Start brings the bed up. Callers must Stop it, which also deletes every Cluster first.
@@ -122,6 +124,8 @@ func (b *Bed) start(ctx context.Context, o Options) error {
 		b.ccmBinary = o.CCMBinary
 		b.Nodes.StartKubeadm = b.startKubeadm
 	}
+	// RKE2 and K3s control planes, for clusters of the providers StartCAPIProviders runs.
+	b.Nodes.StartControlPlane = b.startDistribution
 	return b.Nodes.SetupWithManager(b.Harvester.Env.Manager)
 }
 
@@ -175,11 +179,14 @@ func (b *Bed) Stop(ctx context.Context) error {
 		errs = append(errs, b.deleteClusters(ctx))
 	}
 	b.mu.Lock()
-	providers := b.providers
-	b.providers = nil
+	providers, capiProviders := b.providers, b.capiProviders
+	b.providers, b.capiProviders = nil, nil
 	b.mu.Unlock()
 	for _, p := range providers {
 		errs = append(errs, p.cleanup())
+	}
+	for _, p := range capiProviders {
+		errs = append(errs, p.stop())
 	}
 	if b.Management != nil {
 		errs = append(errs, b.Management.Stop())

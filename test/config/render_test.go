@@ -73,6 +73,12 @@ func TestDefaultLabelsEveryObjectForClusterctl(t *testing.T) {
 			"%s %s", o.GetKind(), o.GetName())
 		if o.GetKind() == "CustomResourceDefinition" {
 			g.Expect(o.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1alpha1"), o.GetName())
+			// Only the machine template meets the v1beta1 contract too (docs/decisions/0003).
+			if o.GetName() == "harvestermachinetemplates.infrastructure.cluster.x-k8s.io" {
+				g.Expect(o.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta1", "v1alpha1"), o.GetName())
+			} else {
+				g.Expect(o.GetLabels()).NotTo(HaveKey("cluster.x-k8s.io/v1beta1"), o.GetName())
+			}
 		}
 	}
 }

@@ -2,9 +2,10 @@ package guest
 
 import corev1 "k8s.io/api/core/v1"
 
-// Distribution is what a Kubernetes distribution's installer and kubelet put on a node, which is
-// what the addons' pods are scheduled against. docs/development.md lists the sources.
-type Distribution struct {
+// NodeRoles are what a Kubernetes distribution's installer and kubelet put on a control-plane
+// node, which is what the addons' pods are scheduled against. docs/development.md lists the
+// sources; the node agent's RKE2 and K3s servers (Distribution.ParseNode) carry the same.
+type NodeRoles struct {
 	Name string
 	// ControlPlaneLabels and ControlPlaneTaints are on control-plane (server) nodes.
 	ControlPlaneLabels map[string]string
@@ -12,9 +13,9 @@ type Distribution struct {
 }
 
 var (
-	// Kubeadm: kubeadm init/join --control-plane (its markcontrolplane phase) labels the node
+	// KubeadmRoles: kubeadm init/join --control-plane (its markcontrolplane phase) labels the node
 	// with an empty role value and taints it; workers get no role label.
-	Kubeadm = Distribution{
+	KubeadmRoles = NodeRoles{
 		Name: "kubeadm",
 		ControlPlaneLabels: map[string]string{
 			"node-role.kubernetes.io/control-plane":                   "",
@@ -22,9 +23,9 @@ var (
 		},
 		ControlPlaneTaints: []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}},
 	}
-	// K3s: a server labels its node control-plane and master with the value "true", and etcd
+	// K3sRoles: a server labels its node control-plane and master with the value "true", and etcd
 	// when it runs the embedded etcd; servers are not tainted unless configured to be.
-	K3s = Distribution{
+	K3sRoles = NodeRoles{
 		Name: "k3s",
 		ControlPlaneLabels: map[string]string{
 			"node-role.kubernetes.io/control-plane": "true",
@@ -32,15 +33,15 @@ var (
 			"node-role.kubernetes.io/etcd":          "true",
 		},
 	}
-	// RKE2 runs K3s's server code: the same labels, no taint by default.
-	RKE2 = Distribution{
+	// RKE2Roles: RKE2 runs K3s's server code: the same labels, no taint by default.
+	RKE2Roles = NodeRoles{
 		Name:               "rke2",
-		ControlPlaneLabels: K3s.ControlPlaneLabels,
+		ControlPlaneLabels: K3sRoles.ControlPlaneLabels,
 	}
 )
 
 // markControlPlane gives node the distribution's control-plane labels and taints.
-func (d Distribution) markControlPlane(node *corev1.Node) {
+func (d NodeRoles) markControlPlane(node *corev1.Node) {
 	if node.Labels == nil {
 		node.Labels = map[string]string{}
 	}

@@ -28,6 +28,9 @@ type Cluster struct {
 	// Kubeadm says the guest is the control plane `kubeadm init` brought up on a Machine (see
 	// StartKubeadm), as opposed to one a test started up front.
 	Kubeadm bool
+	// NodeConfigFor, when set, says how a VM's bootstrap data registers its Node (name, role,
+	// labels, taints, external cloud provider): for RKE2 and K3s guests (StartDistribution).
+	NodeConfigFor func(userData []byte) (*NodeConfig, error)
 
 	certDir string
 	// workDir, processes and kubelets: the scheduling part of the guest (StartScheduling).

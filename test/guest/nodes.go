@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +38,10 @@ type NodeAgent struct {
 	// StartKubeadm, when set, brings up the control plane of a cluster whose first VM runs
 	// `kubeadm init` (the bed sets it to StartKubeadm and stops what it starts).
 	StartKubeadm func(ctx context.Context, namespace, name string, n *KubeadmNode) (*Cluster, error)
+	// StartControlPlane, when set, brings up the control plane of a cluster whose first VM's
+	// bootstrap data starts one in another distribution (RKE2, K3s: see StartDistribution); it
+	// returns nil when the user data starts none.
+	StartControlPlane func(ctx context.Context, userData []byte) (*Cluster, error)
 
 	mu     sync.Mutex
 	guests []*Cluster
@@ -118,6 +123,16 @@ func (a *NodeAgent) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 			return a.join(ctx, g, vmi, userData)
 		}
 	}
+	if a.StartControlPlane != nil {
+		g, err := a.StartControlPlane(ctx, userData)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if g != nil {
+			a.AddGuest(g)
+			return a.join(ctx, g, vmi, userData)
+		}
+	}
 	// Like a kubelet that cannot join yet, try again: the guest or the Machine's bootstrap
 	// Secret may not be known yet.
 	return ctrl.Result{RequeueAfter: time.Second}, nil
@@ -140,11 +155,24 @@ func (a *NodeAgent) join(ctx context.Context, g *Cluster, vmi *kubevirtv1.Virtua
 			return ctrl.Result{RequeueAfter: time.Second}, err
 		}
 	}
-	name, err := a.register(ctx, g, vmi, kn)
+	var nc *NodeConfig
+	if g.NodeConfigFor != nil {
+		var err error
+		if nc, err = g.NodeConfigFor(userData); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	name, err := a.register(ctx, g, vmi, kn, nc)
 	if err != nil || kn == nil || !kn.ControlPlane {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, controlPlanePods(ctx, g.Env.Client, name)
+}
+
+// Owner returns the namespace and name of the Cluster whose Machine's bootstrap data the user
+// data carries; empty when none.
+func (a *NodeAgent) Owner(ctx context.Context, userData []byte) (string, string, error) {
+	return a.owner(ctx, userData)
 }
 
 // owner finds the Cluster whose Machine's bootstrap data the user data carries.
@@ -264,8 +292,8 @@ func equalYAML(a, b any) bool {
 
 // register creates or refreshes the Node of a VMI in a guest, as its kubelet would, and
 // returns the Node's name. kn, when the VM runs kubeadm, decides the name, whether a CCM is
-// expected, and the control-plane role.
-func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.VirtualMachineInstance, kn *KubeadmNode) (string, error) {
+// expected, and the control-plane role; nc does for other distributions.
+func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.VirtualMachineInstance, kn *KubeadmNode, nc *NodeConfig) (string, error) {
 	name := vmi.Spec.Hostname
 	if name == "" {
 		name = vmi.Name
@@ -277,6 +305,12 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 			name = kn.NodeName
 		}
 	}
+	if nc != nil {
+		withCCM = nc.ExternalCloudProvider
+		if nc.Name != "" {
+			name = nc.Name
+		}
+	}
 	c := g.Env.Client
 	node := &corev1.Node{}
 	err := c.Get(ctx, client.ObjectKey{Name: name}, node)
@@ -285,7 +319,11 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
 		}}}
 		if kn != nil && kn.ControlPlane {
-			Kubeadm.markControlPlane(node)
+			KubeadmRoles.markControlPlane(node)
+		}
+		if nc != nil {
+			maps.Copy(node.Labels, nc.Labels)
+			node.Spec.Taints = append(node.Spec.Taints, nc.Taints...)
 		}
 		if withCCM {
 			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule})

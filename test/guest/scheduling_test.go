@@ -28,7 +28,7 @@ func TestAddonsAreScheduledOnEveryDistribution(t *testing.T) {
 	if _, err := testenv.AssetsDir(); err != nil {
 		t.Skip(err)
 	}
-	for _, d := range []Distribution{Kubeadm, RKE2, K3s} {
+	for _, d := range []NodeRoles{KubeadmRoles, RKE2Roles, K3sRoles} {
 		t.Run(d.Name, func(t *testing.T) {
 			g := NewWithT(t)
 			g.SetDefaultEventuallyTimeout(time.Minute)
@@ -94,7 +94,7 @@ func TestAddonsAreScheduledOnEveryDistribution(t *testing.T) {
 				return out
 			})
 
-			if d.Name != Kubeadm.Name {
+			if d.Name != KubeadmRoles.Name {
 				return
 			}
 			t.Log("a CCM Deployment whose selector matches no node leaves its pod Pending, and the bed says why")
@@ -133,7 +133,7 @@ func startSchedulingGuest(t *testing.T, name string) *Cluster {
 
 // addNode registers a Ready node, not yet initialised by a CCM, as a control-plane node of d
 // (or a worker when d is nil).
-func addNode(ctx context.Context, g Gomega, c client.Client, name string, d *Distribution) *corev1.Node {
+func addNode(ctx context.Context, g Gomega, c client.Client, name string, d *NodeRoles) *corev1.Node {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
 	}}}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	kubeadmbootstrapwebhooks "sigs.k8s.io/cluster-api/bootstrap/kubeadm/webhooks"
@@ -22,7 +23,8 @@ import (
 )
 
 // ManagementScheme knows Kubernetes' kinds, Cluster API's (core, addons, IPAM, runtime, kubeadm
-// bootstrap and control plane) and this provider's.
+// bootstrap and control plane) and this provider's, and CAPI core's v1beta1 kinds with their
+// conversions, which the management cluster's conversion webhook serves (conversion.go).
 func ManagementScheme() (*runtime.Scheme, error) {
 	// The provider's own scheme (what main.go runs with), plus what CAPI's controllers need.
 	scheme, err := controllers.NewScheme()
@@ -35,6 +37,7 @@ func ManagementScheme() (*runtime.Scheme, error) {
 		runtimev1.AddToScheme,
 		bootstrapv1.AddToScheme,
 		controlplanev1.AddToScheme,
+		clusterv1beta1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			return nil, err
@@ -140,6 +143,7 @@ func setupManagementWebhooks(mgr ctrl.Manager) error {
 }
 
 func setupCAPIWebhooks(mgr ctrl.Manager) error {
+	registerConversion(mgr)
 	c := mgr.GetClient()
 	for _, w := range []interface{ SetupWebhookWithManager(ctrl.Manager) error }{
 		&capiwebhooks.Cluster{Client: c},

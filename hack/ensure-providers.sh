@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds the RKE2 and K3s Cluster API providers (bootstrap and control-plane managers) the test bed
+# runs as processes, from the Go module proxy into bin/providers/<name>-<version>/, once per
+# version. Each is built in its own throw-away module, never in the project's go.mod: they are
+# built on older Cluster API and controller-runtime versions than ours.
+#
+# Usage: hack/ensure-providers.sh [dir]    prints the directory holding the providers.
+#
+# In <dir>/<name>-<version>/: bootstrap-manager, controlplane-manager, and module-dir (a file
+# holding the module's directory in the module cache, where the bed reads CRDs and webhooks).
+set -euo pipefail
+
+RKE2_VERSION=${RKE2_VERSION:-v0.21.0}
+K3S_VERSION=${K3S_VERSION:-v0.3.0}
+root=$(cd "$(dirname "$0")/.." && pwd)
+dest=${1:-$root/bin/providers}
+mkdir -p "$dest"
+
+log() { echo "ensure-providers: $*" >&2; }
+
+export GOFLAGS=-mod=mod
+export GOWORK=off
+export CGO_ENABLED=0
+
+# build <name> <module> <version>
+build() {
+  local name=$1 module=$2 version=$3
+  local out=$dest/$name-$version
+  mkdir -p "$out"
+  local dir
+  dir=$(go mod download -json "$module@$version" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  [ -d "$dir" ] || { log "cannot download $module@$version"; exit 1; }
+  echo "$dir" >"$out/module-dir"
+  if [ -x "$out/bootstrap-manager" ] && [ -x "$out/controlplane-manager" ]; then
+    return
+  fi
+  log "building $module $version (once; a few minutes cold on 2 cores)"
+  local work
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  # The provider's own go.mod, renamed: the same dependency versions (and replaces, which a
+  # required module's go.mod would not carry over) as its release was built with.
+  sed "s#^module .*#module local/$name#" "$dir/go.mod" >"$work/go.mod"
+  cp "$dir/go.sum" "$work/go.sum"
+  chmod u+w "$work/go.mod" "$work/go.sum"
+  if [ "$name" = k3s ]; then
+    patch_k3s "$dir" "$work"
+  fi
+  (cd "$work" && go mod edit -require="$module@$version")
+  local part
+  for part in bootstrap controlplane; do
+    if [ ! -x "$out/$part-manager" ]; then
+      (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$out/$part-manager.tmp" "$module/$part" &&
+        mv "$out/$part-manager.tmp" "$out/$part-manager")
+    fi
+  done
+  rm -rf "$work"
+  trap - EXIT
+}
+
+# K3s v0.3.0's managers listen for webhooks on :9443, a literal in bootstrap/main.go and
+# controlplane/main.go with no flag, so its two processes could not share one host (in a cluster
+# each has its pod's network). The build uses a copy of the module whose literal reads
+# CAPI_K3S_WEBHOOK_PORT (9443 when unset); nothing else changes.
+patch_k3s() {
+  local dir=$1 work=$2 part
+  cp -r "$dir" "$work/src"
+  chmod -R u+w "$work/src"
+  for part in bootstrap controlplane; do
+    grep -q 'Port: 9443,' "$work/src/$part/main.go" || { log "k3s $part/main.go: no 'Port: 9443,' to patch"; exit 1; }
+    sed -i 's/Port: 9443,/Port: webhookPortFromEnv(),/' "$work/src/$part/main.go"
+    cat >"$work/src/$part/webhook_port.go" <<'GO'
+package main
+
+import (
+	"os"
+	"strconv"
+)
+
+// webhookPortFromEnv is added by the test bed's build (hack/ensure-providers.sh).
+func webhookPortFromEnv() int {
+	if port, err := strconv.Atoi(os.Getenv("CAPI_K3S_WEBHOOK_PORT")); err == nil {
+		return port
+	}
+	return 9443
+}
+GO
+  done
+  (cd "$work" && go mod edit -replace="$(sed -n 's/^module //p' "$dir/go.mod")=./src")
+}
+
+build rke2 github.com/rancher/cluster-api-provider-rke2 "$RKE2_VERSION"
+build k3s github.com/k3s-io/cluster-api-k3s "$K3S_VERSION"
+
+echo "$dest"

@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/guest"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// distributionFlavour is a cluster template whose bootstrap and control-plane providers are not
+// CAPI's kubeadm ones, and what its Nodes must look like.
+type distributionFlavour struct {
+	providers bed.CAPIProviderSpec
+	template  string
+	// variables are the flavour's own template variables (the version).
+	variables map[string]string
+	// controlPlane is the control-plane kind's apiVersion and kind.
+	controlPlaneAPIVersion, controlPlaneKind string
+	// serverLabels are on a control-plane Node, and on no worker's.
+	serverLabels map[string]string
+}
+
+// provisionsWithItsProviders provisions a flavour with one control-plane machine and one worker
+// with the real providers (as processes) and our manager, checks the Machines and Nodes, deletes
+// the cluster and checks nothing is left on Harvester.
+func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP, lastIP string) {
+	providers, err := testBed.StartCAPIProviders(ctx, f.providers)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		if CurrentSpecReport().Failed() {
+			for part, log := range providers.Logs() {
+				GinkgoWriter.Printf("--- %s %s manager log (tail) ---\n%s\n", f.providers.Name, part, lastLines(log, 60))
+			}
+		}
+	})
+
+	target := "h-" + namespace
+	Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
+	Expect(testBed.Harvester.AddTargetNamespace(ctx, target)).To(Succeed())
+	// The guest apiserver listens on the load balancer's address: a loopback pool for the
+	// cluster's Harvester namespace.
+	Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
+		Name: "loopback-" + namespace, Subnet: "127.77.0.0/24", RangeStart: firstIP, RangeEnd: lastIP,
+		Namespace: target, Priority: 10,
+	})).To(Succeed())
+	kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
+	Expect(err).NotTo(HaveOccurred())
+
+	variables := map[string]string{
+		"CLUSTER_NAME":                name,
+		"NAMESPACE":                   namespace,
+		"HARVESTER_KUBECONFIG_B64":    base64.StdEncoding.EncodeToString(kubeconfig),
+		"HARVESTER_NAMESPACE":         target,
+		"HARVESTER_NETWORK":           "default/vlan20",
+		"HARVESTER_IMAGE":             "default/ubuntu-24.04",
+		"HARVESTER_SSH_KEYPAIRS":      "[default/ops]",
+		"CONTROL_PLANE_MACHINE_COUNT": "1",
+		"WORKER_MACHINE_COUNT":        "1",
+	}
+	for k, v := range f.variables {
+		variables[k] = v
+	}
+	manifest, err := templates.Render(f.template, variables)
+	Expect(err).NotTo(HaveOccurred())
+	objs, err := testenv.DecodeObjects(manifest)
+	Expect(err).NotTo(HaveOccurred())
+	for _, o := range objs {
+		Expect(mgmt().Create(ctx, o)).To(Succeed(), "creating %s %s", o.GetKind(), o.GetName())
+	}
+
+	By("the control-plane provider initialises the control plane on the load balancer's loopback address")
+	cluster := &clusterv1.Cluster{}
+	Eventually(func(g Gomega) {
+		g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
+		g.Expect(cluster.Spec.ControlPlaneEndpoint.Host).To(HavePrefix("127.77.0."))
+		g.Expect(cluster.Status.Initialization.ControlPlaneInitialized).To(Equal(ptr.To(true)))
+	}).WithTimeout(3 * time.Minute).Should(Succeed())
+	controlPlane := &unstructured.Unstructured{}
+	controlPlane.SetAPIVersion(f.controlPlaneAPIVersion)
+	controlPlane.SetKind(f.controlPlaneKind)
+	Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, controlPlane)).To(Succeed())
+	initialized, _, _ := unstructured.NestedBool(controlPlane.Object, "status", "initialized")
+	Expect(initialized).To(BeTrue(), "%s status: %v", f.controlPlaneKind, controlPlane.Object["status"])
+
+	By("both Machines are provisioned by our manager and get Nodes")
+	gc := testBed.Guest(namespace, name)
+	Eventually(func(g Gomega) {
+		machines := &clusterv1.MachineList{}
+		g.Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+		g.Expect(machines.Items).To(HaveLen(2))
+		gc = testBed.Guest(namespace, name)
+		g.Expect(gc).NotTo(BeNil(), "no guest control plane yet")
+		g.Expect(gc.CCMErr()).NotTo(HaveOccurred(), "the guest's CCM stopped")
+		for _, m := range machines.Items {
+			g.Expect(m.Status.Initialization.InfrastructureProvisioned).To(Equal(ptr.To(true)), "machine %s", m.Name)
+			g.Expect(m.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix), "machine %s", m.Name)
+			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
+		}
+	}).WithTimeout(3 * time.Minute).Should(Succeed())
+
+	By("the Nodes carry the distribution's labels: the server's roles on the control plane only")
+	nodes := &corev1.NodeList{}
+	Expect(gc.Env.Client.List(ctx, nodes)).To(Succeed())
+	Expect(nodes.Items).To(HaveLen(2))
+	machines := &clusterv1.MachineList{}
+	Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+	controlPlaneNodes := map[string]bool{}
+	for _, m := range machines.Items {
+		_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
+		controlPlaneNodes[m.Status.NodeRef.Name] = cp
+	}
+	Expect(controlPlaneNodes).To(HaveLen(2))
+	for _, n := range nodes.Items {
+		Expect(controlPlaneNodes).To(HaveKey(n.Name))
+		// Both flavours run the kubelet with an external cloud provider: our CCM in the guest
+		// set the providerID and lifted the uninitialised taint.
+		Expect(n.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix))
+		Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", guest.TaintUninitialized)))
+		for k, v := range f.serverLabels {
+			if controlPlaneNodes[n.Name] {
+				Expect(n.Labels).To(HaveKeyWithValue(k, v), "control-plane node %s", n.Name)
+			} else {
+				Expect(n.Labels).NotTo(HaveKey(k), "worker node %s", n.Name)
+			}
+		}
+	}
+
+	By("the guest apiserver serves with the CAs the control-plane provider generated: its kubeconfig Secret works")
+	kubeconfigSecret := &corev1.Secret{}
+	Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-kubeconfig"}, kubeconfigSecret)).To(Succeed())
+	restConfig, err := clientcmd.RESTConfigFromKubeConfig(kubeconfigSecret.Data["value"])
+	Expect(err).NotTo(HaveOccurred())
+	serverCA := &corev1.Secret{}
+	Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-ca"}, serverCA)).To(Succeed())
+	Expect(restConfig.CAData).To(Equal(serverCA.Data["tls.crt"]))
+	providerClient, err := client.New(restConfig, client.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	viaProvider := &corev1.NodeList{}
+	Expect(providerClient.List(ctx, viaProvider)).To(Succeed())
+	Expect(viaProvider.Items).To(HaveLen(2))
+
+	By("deleting the Cluster removes everything on Harvester")
+	Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
+	Eventually(func() bool {
+		return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
+	}).WithTimeout(3 * time.Minute).Should(BeTrue())
+	leakFree(target)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,25 @@
+package e2e
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+)
+
+var _ = Describe("a K3s cluster from cluster-template-k3s.yaml", func() {
+	It("comes up with the K3s bootstrap and control-plane providers (v0.3.0, as processes), and leaves nothing behind", func() {
+		provisionsWithItsProviders(distributionFlavour{
+			providers:              bed.K3s,
+			template:               "cluster-template-k3s.yaml",
+			variables:              map[string]string{"K3S_VERSION": "v1.35.4+k3s1"},
+			controlPlaneAPIVersion: "controlplane.cluster.x-k8s.io/v1beta2", controlPlaneKind: "KThreesControlPlane",
+			// What a K3s server started with cluster-init (the provider's default: embedded etcd)
+			// puts on its Node.
+			serverLabels: map[string]string{
+				"node-role.kubernetes.io/control-plane": "true",
+				"node-role.kubernetes.io/master":        "true",
+				"node-role.kubernetes.io/etcd":          "true",
+			},
+		}, "k3s", "k3c", "127.77.0.40", "127.77.0.49")
+	})
+})

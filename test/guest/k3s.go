@@ -1,0 +1,34 @@
+package guest
+
+import "strings"
+
+// K3s is the distribution k3s-io/cluster-api-k3s installs (v0.3.0): its bootstrap data writes
+// /etc/rancher/k3s/config.yaml and, on the first server, the cluster's CAs under
+// /var/lib/rancher/k3s/server/tls (pkg/secret: server-ca, client-ca, etcd's server-ca with
+// embedded etcd), then runs get.k3s.io's installer with `sh -s - server` or `sh -s - agent`
+// (INSTALL_K3S_EXEC when air-gapped) (pkg/cloudinit). Its control-plane provider takes the
+// cluster as initialised once kube-system/k3s-serving exists, and lists control-plane Nodes by
+// node-role.kubernetes.io/master=true (pkg/k3s/workload_cluster.go). A K3s server runs
+// embedded etcd when started with cluster-init (the provider's default) or when it joins such a
+// server, and SQLite (no etcd role) when neither, or an external datastore, is configured.
+var K3s = &Distribution{
+	Name:          "k3s",
+	ConfigPath:    "/etc/rancher/k3s/config.yaml",
+	TLSDir:        "/var/lib/rancher/k3s/server/tls",
+	ServingSecret: "k3s-serving",
+	IsServer: func(runcmd []string) bool {
+		for _, c := range runcmd {
+			if strings.Contains(c, "sh -s - server") || strings.Contains(c, "INSTALL_K3S_EXEC='server'") {
+				return true
+			}
+		}
+		return false
+	},
+	Etcd: func(config map[string]any) bool {
+		if configString(config, "datastore-endpoint") != "" {
+			return false
+		}
+		initEtcd, _ := config["cluster-init"].(bool)
+		return initEtcd || configString(config, "server") != ""
+	},
+}

@@ -1,0 +1,27 @@
+package guest
+
+import "strings"
+
+// RKE2 is the distribution rancher/cluster-api-provider-rke2 installs (v0.21.0): its bootstrap
+// data writes /etc/rancher/rke2/config.yaml and, on the first server, the cluster's CAs under
+// /var/lib/rancher/rke2/server/tls (pkg/secret: server-ca, client-ca, etcd's), then runs
+// `systemctl enable rke2-server.service` (servers) or `rke2-agent.service` (agents)
+// (bootstrap/internal/cloudinit). Its control-plane provider takes the cluster as initialised
+// once kube-system/rke2-serving exists, and finds control-plane Nodes by
+// node-role.kubernetes.io/master (pkg/rke2/workload_cluster.go). RKE2 servers always run
+// embedded etcd unless given an external datastore.
+var RKE2 = &Distribution{
+	Name:          "rke2",
+	ConfigPath:    "/etc/rancher/rke2/config.yaml",
+	TLSDir:        "/var/lib/rancher/rke2/server/tls",
+	ServingSecret: "rke2-serving",
+	IsServer: func(runcmd []string) bool {
+		for _, c := range runcmd {
+			if strings.Contains(c, "rke2-server.service") || strings.Contains(c, "INSTALL_RKE2_TYPE=server") {
+				return true
+			}
+		}
+		return false
+	},
+	Etcd: func(config map[string]any) bool { return configString(config, "datastore-endpoint") == "" },
+}

@@ -1,0 +1,63 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
+)
+
+// The management cluster serves Cluster API's conversion webhooks as CAPI's manager does: its
+// CRDs store v1beta2 and still serve v1beta1, which older providers (RKE2, K3s) read and write.
+// envtest points the CRD of every kind that is convertible in the environment's scheme (the
+// ManagementScheme holds CAPI core's v1beta1 types with their conversion functions) at the
+// manager's webhook server, and registerConversion serves /convert there.
+
+// registerConversion serves CRD conversion on the manager's webhook server, with the manager's
+// scheme, and tells CAPI's v1beta1 conversions how to find the apiVersion of a referenced kind
+// (v1beta2 references name a group only; v1beta1 ones an apiVersion).
+func registerConversion(mgr ctrl.Manager) {
+	clusterv1beta1.SetAPIVersionGetter(func(gk schema.GroupKind) (string, error) {
+		return contractAPIVersion(context.Background(), mgr.GetClient(), gk)
+	})
+	mgr.GetWebhookServer().Register("/convert", conversion.NewWebhookHandler(mgr.GetScheme(), mgr.GetConverterRegistry()))
+}
+
+// contractAPIVersion is the apiVersion of gk that CAPI's controllers use: the newest version the
+// CRD's contract labels list (`cluster.x-k8s.io/<contract>: <version>[_<version>...]`), newest
+// contract first; for CAPI's own kinds, the CRD's storage version.
+func contractAPIVersion(ctx context.Context, c client.Reader, gk schema.GroupKind) (string, error) {
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.List(ctx, crds); err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(crds.Items, func(crd apiextensionsv1.CustomResourceDefinition) bool {
+		return crd.Spec.Group == gk.Group && crd.Spec.Names.Kind == gk.Kind
+	})
+	if i < 0 {
+		return "", fmt.Errorf("no CustomResourceDefinition for %s", gk)
+	}
+	crd := crds.Items[i]
+	for _, contract := range []string{"v1beta2", "v1beta1"} {
+		if versions := crd.Labels["cluster.x-k8s.io/"+contract]; versions != "" {
+			list := strings.Split(versions, "_")
+			// The newest, in Kubernetes' order of versions (v1alpha1 < v1beta1 < v1).
+			slices.SortFunc(list, version.CompareKubeAwareVersionStrings)
+			return schema.GroupVersion{Group: gk.Group, Version: list[len(list)-1]}.String(), nil
+		}
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			return schema.GroupVersion{Group: gk.Group, Version: v.Name}.String(), nil
+		}
+	}
+	return "", fmt.Errorf("the CustomResourceDefinition of %s has no contract label and no storage version", gk)
+}
