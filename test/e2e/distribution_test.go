@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"time"
 
@@ -113,7 +114,7 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 			g.Expect(m.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix), "machine %s", m.Name)
 			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
 		}
-	}).WithTimeout(3 * time.Minute).Should(Succeed())
+	}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachines(namespace, name) })
 
 	By("the Nodes carry the distribution's labels: the server's roles on the control plane only")
 	nodes := &corev1.NodeList{}
@@ -170,4 +171,23 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// describeMachines says, a line each, where a cluster's Machines stand.
+func describeMachines(namespace, name string) string {
+	machines := &clusterv1.MachineList{}
+	if err := mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		return err.Error()
+	}
+	out := ""
+	for _, m := range machines.Items {
+		out += fmt.Sprintf("machine %s phase %s deleting %v node %q", m.Name, m.Status.Phase, m.DeletionTimestamp != nil, m.Status.NodeRef.Name)
+		for _, c := range m.Status.Conditions {
+			if c.Status != metav1.ConditionTrue {
+				out += fmt.Sprintf("; %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+			}
+		}
+		out += "\n"
+	}
+	return out
 }
