@@ -111,5 +111,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.MachineConcurrency, SkipNameValidation: skip}); err != nil {
 		return fmt.Errorf("setting up the HarvesterMachine controller: %w", err)
 	}
+	if err := (&HarvesterMachineTemplateReconciler{
+		Client:           mgr.GetClient(),
+		WatchFilterValue: o.WatchFilterValue,
+	}).SetupWithManager(ctx, mgr, controller.Options{SkipNameValidation: skip}); err != nil {
+		return fmt.Errorf("setting up the HarvesterMachineTemplate controller: %w", err)
+	}
 	return nil
 }
