@@ -429,6 +429,10 @@ func (r *HarvesterClusterReconciler) reconcileLoadBalancer(ctx context.Context, 
 	if address == "" {
 		return r.waitForAddress(hc, lb)
 	}
+	if hc.Status.LoadBalancer.Address == "" {
+		// First seen: once per load balancer, also across restarts of the manager.
+		loadBalancerAllocationSeconds.Observe(sinceNonNegative(lb.CreationTimestamp.Time, time.Now()))
+	}
 	hc.Status.LoadBalancer.Address = address
 	if hc.Spec.ControlPlaneEndpoint.Host == "" {
 		hc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: address, Port: harvester.APIServerPort}

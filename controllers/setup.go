@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
@@ -81,7 +82,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
+	requests, err := harvester.NewRequestMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return fmt.Errorf("registering the Harvester request metrics: %w", err)
+	}
+	if err := registerMetrics(mgr.GetClient()); err != nil {
+		return fmt.Errorf("registering the provider's metrics: %w", err)
+	}
 	factory := &harvester.ClientFactory{
+		Metrics:   requests,
 		Scheme:    scheme,
 		QPS:       o.HarvesterQPS,
 		Burst:     o.HarvesterBurst,
