@@ -37,6 +37,9 @@ type Options struct {
 	Clock         clock.PassiveClock
 	// CCMImage is the image of the guests' cloud controller manager.
 	CCMImage string
+	// IdentityExpiryWarning is how long before an identity's credential expires the
+	// HarvesterCluster warns (--identity-expiry-warning).
+	IdentityExpiryWarning time.Duration
 	// KubeconfigPolicy decides which identity kubeconfigs the manager accepts.
 	KubeconfigPolicy harvester.KubeconfigPolicy
 	// SkipNameValidation lets tests run several managers in one process.
@@ -109,6 +112,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		TokenLifetime:    o.TokenLifetime,
 		Clock:            o.Clock,
 		CCMImage:         o.CCMImage,
+
+		IdentityExpiryWarning: o.IdentityExpiryWarning,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.ClusterConcurrency, SkipNameValidation: skip}); err != nil {
 		return fmt.Errorf("setting up the HarvesterCluster controller: %w", err)
 	}
