@@ -92,12 +92,10 @@ func RequestVerbResource(method, path, watch string) (verb, resource string) {
 	case len(parts) >= 3 && parts[0] == "apis":
 		group, rest = parts[1], parts[3:]
 	}
-	if len(rest) >= 2 && rest[0] == "namespaces" {
-		if len(rest) == 2 {
-			rest = []string{"namespaces", rest[1]} // the namespace object itself
-		} else {
-			rest = rest[2:]
-		}
+	// namespaces/<ns>/<resource>/... is a namespaced resource, except for the namespace's own
+	// subresources (status, finalize) and the namespace itself.
+	if len(rest) >= 3 && rest[0] == "namespaces" && !(len(rest) == 3 && (rest[2] == "status" || rest[2] == "finalize")) {
+		rest = rest[2:]
 	}
 	if len(rest) == 0 {
 		resource = "nonresource"
