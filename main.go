@@ -45,6 +45,7 @@ type options struct {
 	harvesterQPS       float32
 	harvesterBurst     int
 	ccmImage           string
+	identityExpiry     time.Duration
 	kubeconfigPolicy   harvester.KubeconfigPolicy
 	managerOptions     flags.ManagerOptions
 	logOptions         *logsv1.LoggingConfiguration
@@ -71,6 +72,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.harvesterQPS, "harvester-api-qps", 20, "Queries per second to each Harvester cluster's API server.")
 	fs.IntVar(&o.harvesterBurst, "harvester-api-burst", 30, "Burst of queries to each Harvester cluster's API server.")
 	fs.StringVar(&o.ccmImage, "ccm-image", controllers.DefaultCCMImage, "Image of the cloud controller manager installed into guest clusters.")
+	fs.DurationVar(&o.identityExpiry, "identity-expiry-warning", controllers.DefaultIdentityExpiryWarning,
+		"How long before an identity's token or client certificate expires (when it says so) the HarvesterCluster warns: condition IdentityExpiringSoon and a warning event.")
 	fs.BoolVar(&o.kubeconfigPolicy.AllowProxyURL, "allow-kubeconfig-proxy-url", false,
 		"Accept identity kubeconfigs that reach Harvester through a proxy (proxy-url). Off: a tenant's kubeconfig must not choose where the manager's connections go.")
 	fs.BoolVar(&o.kubeconfigPolicy.AllowInsecureSkipTLSVerify, "allow-insecure-kubeconfig", false,
@@ -154,13 +157,14 @@ func run(o *options) error {
 
 	ctx := ctrl.SetupSignalHandler()
 	if err := controllers.Setup(ctx, mgr, controllers.Options{
-		WatchFilterValue:   o.watchFilterValue,
-		ClusterConcurrency: o.clusterConcurrency,
-		MachineConcurrency: o.machineConcurrency,
-		HarvesterQPS:       o.harvesterQPS,
-		HarvesterBurst:     o.harvesterBurst,
-		CCMImage:           o.ccmImage,
-		KubeconfigPolicy:   o.kubeconfigPolicy,
+		WatchFilterValue:      o.watchFilterValue,
+		ClusterConcurrency:    o.clusterConcurrency,
+		MachineConcurrency:    o.machineConcurrency,
+		HarvesterQPS:          o.harvesterQPS,
+		HarvesterBurst:        o.harvesterBurst,
+		CCMImage:              o.ccmImage,
+		IdentityExpiryWarning: o.identityExpiry,
+		KubeconfigPolicy:      o.kubeconfigPolicy,
 	}); err != nil {
 		return err
 	}

@@ -26,9 +26,15 @@ import (
 // ProviderName is the cloud provider's name (--cloud-provider=harvester).
 const ProviderName = "harvester"
 
+// DefaultClusterName is the default of --cluster-name in Kubernetes' cloud-provider framework,
+// which the upstream Harvester cloud provider keeps unless told otherwise.
+const DefaultClusterName = "kubernetes"
+
 // Options are the Harvester-specific settings of the cloud provider.
 type Options struct {
-	// ClusterName is --cluster-name; it must be unique per guest cluster on one Harvester.
+	// ClusterName is --cluster-name; it must be unique per guest cluster in one Harvester
+	// namespace. The default "kubernetes" is accepted with a warning, for guests that switch from
+	// the upstream cloud provider.
 	ClusterName string
 	// ManagementNetwork, NodeIPCIDRs and ExcludedCIDRs shape the nodes' addresses.
 	ManagementNetwork string
@@ -53,8 +59,15 @@ var _ cloudprovider.Interface = &Cloud{}
 // writes (its context's namespace is where the guest's VMs live; its token is read from a file,
 // and re-read when renewed).
 func New(cloudConfig io.Reader, opts Options) (*Cloud, error) {
-	if opts.ClusterName == "" || opts.ClusterName == "kubernetes" {
-		return nil, errors.New("--cluster-name must name this guest cluster uniquely on Harvester (not the default \"kubernetes\"): load balancers are named and found by it")
+	if opts.ClusterName == "" {
+		return nil, errors.New("--cluster-name must name this guest cluster uniquely on Harvester: load balancers are named and found by it")
+	}
+	if opts.ClusterName == DefaultClusterName {
+		// Upstream's default: guests that ran the upstream cloud provider without the flag have
+		// their load balancers under this name, and keep them only if it stays.
+		klog.Warningf("--cluster-name is the default %q: load balancers are named and found by it, so guest clusters in one Harvester "+
+			"namespace that both use it take each other's load balancers; keep it only for a guest whose load balancers "+
+			"the upstream Harvester cloud provider made under it", DefaultClusterName)
 	}
 	if cloudConfig == nil {
 		return nil, errors.New("the harvester cloud provider needs --cloud-config: the kubeconfig of the guest's Harvester credential")

@@ -300,7 +300,7 @@ func (l *loadBalancers) ensureSecondary(ctx context.Context, svc *corev1.Service
 	} else if addr, _, err = l.waitForAddress(ctx, lb); err != nil {
 		return nil, fmt.Errorf("primary Service %s/%s of %s/%s: %w", primary.Namespace, primary.Name, svc.Namespace, svc.Name, err)
 	}
-	if err := l.setKubeVIPAddress(ctx, svc, addr); err != nil {
+	if err := l.setSharedAddress(ctx, svc, primary, addr); err != nil {
 		return nil, err
 	}
 	return ingress(addr), nil
@@ -415,25 +415,43 @@ func (l *loadBalancers) deleteHarvesterLB(ctx context.Context, svc *corev1.Servi
 	return nil
 }
 
-// setKubeVIPAddress writes the address kube-vip announces for the Service. The patch carries the
-// Service's UID, so a Service re-created under the same name is never given the old address.
+// setKubeVIPAddress writes the address kube-vip announces for a primary Service, and takes away
+// the label of a secondary Service it may carry from before. The patch carries the Service's UID,
+// so a Service re-created under the same name is never given the old address.
 func (l *loadBalancers) setKubeVIPAddress(ctx context.Context, svc *corev1.Service, addr string) error {
-	if svc.Annotations[harvester.AnnotationKubeVIPLoadBalancerIPs] == addr {
+	return l.setAddress(ctx, svc, addr, nil)
+}
+
+// setSharedAddress writes the address a secondary Service shares with primary, and labels it
+// with its primary (LabelServicePrimaryService), as the upstream cloud provider does: kube-vip
+// announces the address once for all the Services that carry it.
+func (l *loadBalancers) setSharedAddress(ctx context.Context, svc, primary *corev1.Service, addr string) error {
+	return l.setAddress(ctx, svc, addr, ptr.To(harvester.PrimaryServiceLabelValue(primary.Namespace, primary.Name)))
+}
+
+// setAddress writes the kube-vip annotation and the primary-service label (nil: none) of a
+// Service, when they are not so already.
+func (l *loadBalancers) setAddress(ctx context.Context, svc *corev1.Service, addr string, primaryLabel *string) error {
+	label, labelled := svc.Labels[harvester.LabelServicePrimaryService]
+	labelOK := (primaryLabel == nil && !labelled) || (primaryLabel != nil && labelled && label == *primaryLabel)
+	if svc.Annotations[harvester.AnnotationKubeVIPLoadBalancerIPs] == addr && labelOK {
 		return nil
 	}
-	if err := l.patchAnnotation(ctx, svc, &addr); err != nil {
+	if err := l.patchService(ctx, svc, &addr, primaryLabel); err != nil {
 		return fmt.Errorf("giving address %s to kube-vip on Service %s/%s: %w", addr, svc.Namespace, svc.Name, err)
 	}
 	return nil
 }
 
-// clearKubeVIPAddress takes the address away from a Service that stays (it no longer wants a
-// load balancer); one being deleted is left alone.
+// clearKubeVIPAddress takes the address (and the primary-service label) away from a Service that
+// stays (it no longer wants a load balancer); one being deleted is left alone.
 func (l *loadBalancers) clearKubeVIPAddress(ctx context.Context, svc *corev1.Service) error {
-	if _, set := svc.Annotations[harvester.AnnotationKubeVIPLoadBalancerIPs]; !set || svc.DeletionTimestamp != nil {
+	_, annotated := svc.Annotations[harvester.AnnotationKubeVIPLoadBalancerIPs]
+	_, labelled := svc.Labels[harvester.LabelServicePrimaryService]
+	if (!annotated && !labelled) || svc.DeletionTimestamp != nil {
 		return nil
 	}
-	err := l.patchAnnotation(ctx, svc, nil)
+	err := l.patchService(ctx, svc, nil, nil)
 	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
 		return nil // gone, or re-created (another UID)
 	}
@@ -443,10 +461,13 @@ func (l *loadBalancers) clearKubeVIPAddress(ctx context.Context, svc *corev1.Ser
 	return nil
 }
 
-func (l *loadBalancers) patchAnnotation(ctx context.Context, svc *corev1.Service, value *string) error {
+// patchService sets (or, with nil, removes) the kube-vip annotation and the primary-service label
+// of a Service, guarded by its UID.
+func (l *loadBalancers) patchService(ctx context.Context, svc *corev1.Service, addr, primaryLabel *string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         svc.UID,
-		"annotations": map[string]*string{harvester.AnnotationKubeVIPLoadBalancerIPs: value},
+		"annotations": map[string]*string{harvester.AnnotationKubeVIPLoadBalancerIPs: addr},
+		"labels":      map[string]*string{harvester.LabelServicePrimaryService: primaryLabel},
 	}})
 	if err != nil {
 		return err

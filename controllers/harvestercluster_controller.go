@@ -67,6 +67,10 @@ type HarvesterClusterReconciler struct {
 	Clock         clock.PassiveClock
 	// CCMImage is the guest cloud controller manager's image (DefaultCCMImage when empty).
 	CCMImage string
+	// IdentityExpiryWarning is how long before the identity's credential expires the
+	// IdentityExpiringSoon condition and a warning event say so (DefaultIdentityExpiryWarning
+	// when zero).
+	IdentityExpiryWarning time.Duration
 }
 
 func (r *HarvesterClusterReconciler) clock() clock.PassiveClock {
@@ -193,6 +197,27 @@ type clusterScope struct {
 	cluster *clusterv1.Cluster
 	hc      *infrav1.HarvesterCluster
 	client  *harvester.Client
+	// recheck, when set, is when a reconcile must come again for a reason no event will bring
+	// (an identity's credential nearing its expiry).
+	recheck time.Duration
+}
+
+// recheckAfter asks for a reconcile after d at the latest.
+func (s *clusterScope) recheckAfter(d time.Duration) {
+	if d > 0 && (s.recheck == 0 || d < s.recheck) {
+		s.recheck = d
+	}
+}
+
+// withRecheck makes a successful result come back by the scope's recheck at the latest.
+func (s *clusterScope) withRecheck(result ctrl.Result, err error) (ctrl.Result, error) {
+	if err != nil || s.recheck == 0 {
+		return result, err
+	}
+	if result.RequeueAfter == 0 || s.recheck < result.RequeueAfter {
+		result.RequeueAfter = s.recheck
+	}
+	return result, nil
 }
 
 func (s *clusterScope) userKey() string {
@@ -249,7 +274,7 @@ func (r *HarvesterClusterReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if !hc.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
 	}
-	return r.reconcileNormal(ctx, s)
+	return s.withRecheck(r.reconcileNormal(ctx, s))
 }
 
 func (r *HarvesterClusterReconciler) reconcileNormal(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
@@ -316,6 +341,7 @@ func (r *HarvesterClusterReconciler) connect(ctx context.Context, s *clusterScop
 		}
 		return false, err
 	}
+	r.checkIdentityExpiry(s, secret)
 	c, err := r.Factory.Get(ctx, s.userKey(), secret, hc.Spec.TargetNamespace)
 	if errors.Is(err, harvester.ErrInvalidKubeconfig) {
 		setClusterCondition(hc, infrav1.HarvesterAvailableCondition, metav1.ConditionFalse, infrav1.InvalidKubeconfigReason,
@@ -428,6 +454,10 @@ func (r *HarvesterClusterReconciler) reconcileLoadBalancer(ctx context.Context, 
 	address := harvester.LoadBalancerAddress(lb)
 	if address == "" {
 		return r.waitForAddress(hc, lb)
+	}
+	if hc.Status.LoadBalancer.Address == "" {
+		// First seen: once per load balancer, also across restarts of the manager.
+		loadBalancerAllocationSeconds.Observe(sinceNonNegative(lb.CreationTimestamp.Time, time.Now()))
 	}
 	hc.Status.LoadBalancer.Address = address
 	if hc.Spec.ControlPlaneEndpoint.Host == "" {
@@ -639,6 +669,6 @@ func (r *HarvesterClusterReconciler) patch(ctx context.Context, hc *infrav1.Harv
 	return ignoreGone(h.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: []string{
 		clusterv1.PausedCondition, clusterv1.ReadyCondition, clusterv1.DeletingCondition, infrav1.HarvesterAvailableCondition,
 		infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition, infrav1.GuestCredentialsReadyCondition,
-		infrav1.AddonsReadyCondition,
+		infrav1.AddonsReadyCondition, infrav1.IdentityExpiringSoonCondition,
 	}}), hc)
 }

@@ -101,6 +101,7 @@ func (r *HarvesterClusterReconciler) reconcileCredentials(ctx context.Context, s
 
 	token, expires, err := harvester.RequestToken(ctx, s.client.Client, g.Namespace, g.ServiceAccount, lifetime)
 	if err != nil {
+		guestTokenRenewalFailures.Inc()
 		var ce *harvester.ConnectionError
 		if errors.As(err, &ce) {
 			setClusterCondition(hc, infrav1.GuestCredentialsReadyCondition, metav1.ConditionFalse, infrav1.TokenRequestFailedReason, ce.Message)
@@ -138,8 +139,10 @@ func (r *HarvesterClusterReconciler) reconcileCredentials(ctx context.Context, s
 		err = r.Client.Create(ctx, secret)
 	}
 	if err != nil {
+		guestTokenRenewalFailures.Inc()
 		return ctrl.Result{}, fmt.Errorf("writing Secret %s: %w", key, err)
 	}
+	guestTokenRenewals.Inc()
 	r.Recorder.Eventf(hc, corev1.EventTypeNormal, "GuestTokenIssued", "Issued a Harvester token for the guest's ServiceAccount %s/%s, valid for %s", g.Namespace, g.ServiceAccount, granted)
 	setClusterCondition(hc, infrav1.GuestCredentialsReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason, "")
 	return ctrl.Result{RequeueAfter: granted * 2 / 3}, nil

@@ -432,6 +432,10 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 			"the VM runs but its management NIC reports no address yet; the image needs qemu-guest-agent")
 		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil
 	}
+	if !ptr.Deref(hm.Status.Initialization.Provisioned, false) {
+		// Once per machine, when it becomes provisioned (again only if writing the status fails).
+		observeProvisioned(vm, vmi, time.Now())
+	}
 	hm.Status.Initialization.Provisioned = ptr.To(true)
 	setVMCondition(hm, metav1.ConditionTrue, infrav1.ReadyReason, "")
 	return ctrl.Result{}, nil

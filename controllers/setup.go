@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
@@ -37,6 +38,9 @@ type Options struct {
 	Clock         clock.PassiveClock
 	// CCMImage is the image of the guests' cloud controller manager.
 	CCMImage string
+	// IdentityExpiryWarning is how long before an identity's credential expires the
+	// HarvesterCluster warns (--identity-expiry-warning).
+	IdentityExpiryWarning time.Duration
 	// KubeconfigPolicy decides which identity kubeconfigs the manager accepts.
 	KubeconfigPolicy harvester.KubeconfigPolicy
 	// SkipNameValidation lets tests run several managers in one process.
@@ -82,7 +86,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
+	requests, err := harvester.NewRequestMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return fmt.Errorf("registering the Harvester request metrics: %w", err)
+	}
+	if err := registerMetrics(mgr.GetClient()); err != nil {
+		return fmt.Errorf("registering the provider's metrics: %w", err)
+	}
 	factory := &harvester.ClientFactory{
+		Metrics:   requests,
 		Scheme:    scheme,
 		QPS:       o.HarvesterQPS,
 		Burst:     o.HarvesterBurst,
@@ -118,6 +130,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		TokenLifetime:    o.TokenLifetime,
 		Clock:            o.Clock,
 		CCMImage:         o.CCMImage,
+
+		IdentityExpiryWarning: o.IdentityExpiryWarning,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.ClusterConcurrency, SkipNameValidation: skip}); err != nil {
 		return fmt.Errorf("setting up the HarvesterCluster controller: %w", err)
 	}
@@ -128,6 +142,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		WatchFilterValue: o.WatchFilterValue,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.MachineConcurrency, SkipNameValidation: skip}); err != nil {
 		return fmt.Errorf("setting up the HarvesterMachine controller: %w", err)
+	}
+	if err := (&HarvesterMachineTemplateReconciler{
+		Client:           mgr.GetClient(),
+		WatchFilterValue: o.WatchFilterValue,
+	}).SetupWithManager(ctx, mgr, controller.Options{SkipNameValidation: skip}); err != nil {
+		return fmt.Errorf("setting up the HarvesterMachineTemplate controller: %w", err)
 	}
 	return nil
 }

@@ -77,6 +77,21 @@ const (
 	// TokenRequestFailedReason: Harvester refused to issue a token for the guest's
 	// ServiceAccount.
 	TokenRequestFailedReason = "TokenRequestFailed"
+
+	// IdentityExpiringSoonCondition warns ahead of time that the identity's credential will
+	// expire: true (a warning) when the identity Secret's kubeconfig carries a token or client
+	// certificate that expires within the manager's --identity-expiry-warning, or has expired.
+	// It is no part of Ready: the cluster still works until the credential expires.
+	IdentityExpiringSoonCondition = "IdentityExpiringSoon"
+	// IdentityExpiresSoonReason: the identity's credential expires within the warning period.
+	IdentityExpiresSoonReason = "ExpiresSoon"
+	// IdentityExpiredReason: the identity's credential has expired.
+	IdentityExpiredReason = "Expired"
+	// IdentityNotExpiringSoonReason: the identity's credential expires after the warning period.
+	IdentityNotExpiringSoonReason = "NotExpiringSoon"
+	// IdentityNoExpiryReason: the identity's credential says nothing of when it expires (a
+	// legacy ServiceAccount token, a Rancher token).
+	IdentityNoExpiryReason = "NoExpiry"
 )
 
 // HarvesterMachine conditions.

@@ -53,12 +53,15 @@ type NodeInfo struct {
 // HarvesterMachineTemplateStatus is the observed state of a HarvesterMachineTemplate.
 // +kubebuilder:validation:MinProperties=1
 type HarvesterMachineTemplateStatus struct {
-	// capacity of a machine made from this template (cpu, memory), so that the cluster
-	// autoscaler can scale a MachineDeployment up from zero.
+	// capacity of a node made from this template, written by the provider from the spec: `cpu`
+	// (cores), `memory` (what the guest sees: memory less reservedMemory) and `ephemeral-storage`
+	// (the boot disk's size), so that the cluster autoscaler can scale a MachineDeployment up
+	// from zero.
 	// +optional
 	Capacity corev1.ResourceList `json:"capacity,omitempty"`
 
-	// nodeInfo describes the nodes made from this template.
+	// nodeInfo describes the nodes made from this template (written by the provider:
+	// `amd64`, `linux`).
 	// +optional
 	NodeInfo NodeInfo `json:"nodeInfo,omitempty,omitzero"`
 }

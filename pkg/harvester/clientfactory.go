@@ -69,6 +69,8 @@ type ClientFactory struct {
 	SyncTimeout time.Duration
 	// Policy decides which identity kubeconfigs are accepted (see KubeconfigPolicy).
 	Policy KubeconfigPolicy
+	// Metrics, when set, counts every connection's requests, labelled by its identity Secret.
+	Metrics *RequestMetrics
 
 	mu          sync.Mutex
 	ctx         context.Context
@@ -182,7 +184,7 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 			c.cancel()
 		}
 		var err error
-		if c, err = f.connect(kubeconfig, fingerprint, namespaces); err != nil {
+		if c, err = f.connect(key, kubeconfig, fingerprint, namespaces); err != nil {
 			delete(f.connections, key)
 			f.mu.Unlock()
 			return nil, err
@@ -216,8 +218,8 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 	return c.client, nil
 }
 
-// connect builds and starts a connection; f.mu is held.
-func (f *ClientFactory) connect(kubeconfig []byte, fingerprint string, namespaces map[string]bool) (*connection, error) {
+// connect builds and starts the connection of identity Secret key; f.mu is held.
+func (f *ClientFactory) connect(key string, kubeconfig []byte, fingerprint string, namespaces map[string]bool) (*connection, error) {
 	if f.ctx == nil {
 		return nil, errors.New("the Harvester client factory is not started")
 	}
@@ -229,6 +231,9 @@ func (f *ClientFactory) connect(kubeconfig []byte, fingerprint string, namespace
 	cfg.QPS, cfg.Burst = f.QPS, f.Burst
 	cfg.UserAgent = f.UserAgent
 	cfg.Timeout = 30 * time.Second
+	if f.Metrics != nil {
+		cfg.WrapTransport = f.Metrics.WrapTransport(key)
+	}
 
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {

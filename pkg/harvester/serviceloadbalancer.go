@@ -33,6 +33,11 @@ const (
 	// AnnotationServicePrimaryService (`namespace/name`) makes a Service share the address of
 	// another one instead of having a load balancer of its own.
 	AnnotationServicePrimaryService = cloudProviderPrefix + "primary-service"
+	// LabelServicePrimaryService is the label the cloud provider puts on a Service that shares
+	// another's address (a secondary Service), valued PrimaryServiceLabelValue of the primary, so
+	// that the Services sharing one address can be selected; a primary Service has none. The
+	// upstream cloud provider sets it the same way (same key as the annotation).
+	LabelServicePrimaryService = cloudProviderPrefix + "primary-service"
 	// AnnotationServiceHealthCheckPrefix starts the health-check annotations of the cloud
 	// provider before v0.2.0; Harvester ignores health checks of guest-cluster load balancers.
 	AnnotationServiceHealthCheckPrefix = cloudProviderPrefix + "healthcheck-"
@@ -60,19 +65,48 @@ var (
 // ServiceLoadBalancerName is the name of the Harvester load balancer of a guest Service, as the
 // upstream cloud provider names it: `<cluster>-<namespace>-<name>-` cut to 55 characters, then
 // 8 hex digits of the CRC-32 of that whole base and the Service's UID (so a re-created Service
-// gets a new load balancer). Characters a DNS label cannot hold become `-` and a base that does
-// not start with a letter gets an `a` in front (upstream does the same for cluster names), so the
-// name is always a valid DNS-1035 label; for names that need neither it equals upstream's.
+// gets a new load balancer).
+//
+// A cluster name made of lower-case letters, digits and `-` only is treated exactly as upstream
+// treats it: when it is not a DNS-1035 label (it starts with a digit, ends with `-` or is longer
+// than 63 characters) it gets an `a` in front. So a guest that ran the upstream cloud provider
+// finds its load balancers under the same names. Upstream cannot create load balancers for other
+// cluster names (Harvester refuses names that are not DNS-1035 labels), so for those this
+// provider is free to choose: characters a DNS label cannot hold (the `.` of our cluster IDs
+// `<namespace>.<name>`, upper case, `_`) become `-`, and an `a` goes in front when the result
+// does not start with a letter. This is how names have been made since the first version, so no
+// existing load balancer of ours is renamed.
 func ServiceLoadBalancerName(cluster, namespace, name string, uid types.UID) string {
-	base := notDNSLabelChars.ReplaceAllString(strings.ToLower(cluster+"-"+namespace+"-"+name+"-"), "-")
-	if base[0] < 'a' || base[0] > 'z' {
-		base = "a" + base
+	var base string
+	if upstreamClusterName(cluster) {
+		if len(validation.IsDNS1035Label(cluster)) > 0 {
+			cluster = "a" + cluster
+		}
+		base = cluster + "-" + namespace + "-" + name + "-"
+	} else {
+		base = notDNSLabelChars.ReplaceAllString(strings.ToLower(cluster+"-"+namespace+"-"+name+"-"), "-")
+		if base[0] < 'a' || base[0] > 'z' {
+			base = "a" + base
+		}
 	}
 	sum := crc32.ChecksumIEEE([]byte(base + string(uid)))
 	if len(base) > serviceLBBaseLength {
 		base = base[:serviceLBBaseLength]
 	}
 	return fmt.Sprintf("%s%08x", base, sum)
+}
+
+// upstreamClusterName reports whether a cluster name is one the upstream cloud provider can name
+// load balancers after: not empty, only lower-case letters, digits and `-`.
+func upstreamClusterName(cluster string) bool {
+	return cluster != "" && !notDNSLabelChars.MatchString(cluster)
+}
+
+// PrimaryServiceLabelValue is the value of LabelServicePrimaryService on the Services that share
+// the address of the primary Service namespace/name: `<namespace>.<name>`, as upstream writes it
+// (LabelValue of it when that is too long for a label).
+func PrimaryServiceLabelValue(namespace, name string) string {
+	return LabelValue(namespace + "." + name)
 }
 
 // LabelValue returns s when it is a valid label value, else a valid one made of its valid

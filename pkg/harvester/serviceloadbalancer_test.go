@@ -122,3 +122,74 @@ func TestServiceIPAM(t *testing.T) {
 	_, err := ServiceIPAM(svc)
 	g.Expect(err).To(MatchError(ContainSubstring(`"static"`)))
 }
+
+// TestServiceLoadBalancerNameAsUpstream is the table of load balancer names the upstream
+// harvester-cloud-provider gives (pkg/cloud-controller-manager/loadbalancer.go): a cluster name
+// that is no DNS-1035 label gets an `a` in front, then `<cluster>-<namespace>-<service>-`, cut
+// to 55 characters, and 8 hex digits of the CRC-32 of the uncut base and the Service's UID. A
+// guest switching from upstream must find its load balancers under these names.
+func TestServiceLoadBalancerNameAsUpstream(t *testing.T) {
+	const uid = "d4b50d98-39ec-4d88-8098-36579de5db4a"
+	upstream := func(clusterPrefix, cluster, namespace, service string) string {
+		base := clusterPrefix + cluster + "-" + namespace + "-" + service + "-"
+		sum := fmt.Sprintf("%08x", crc32.ChecksumIEEE([]byte(base+uid)))
+		if len(base) > 55 {
+			base = base[:55]
+		}
+		return base + sum
+	}
+	for _, tc := range []struct {
+		name, cluster, namespace, service string
+		// prefix is what upstream puts in front of the cluster name.
+		prefix string
+		// wantStart is the start of the name, from upstream's own test cases where there is one.
+		wantStart string
+	}{
+		{name: "upstream case 1", cluster: "test", namespace: "default", service: "abcd", wantStart: "test-default-abcd-"},
+		{name: "upstream case 2", cluster: "1test", namespace: "default", service: "abcd", prefix: "a", wantStart: "a1test-default-abcd-"},
+		{name: "upstream case 3", cluster: "test", namespace: "default-default", service: "kube-system-rke2-ingress-nginx-controller",
+			wantStart: "test-default-default-kube-system-rke2-ingress-nginx-con"},
+		{name: "upstream case 4", cluster: "test", namespace: "default-default", service: "kube-system-rke2-ingress-nginx-co-abcd",
+			wantStart: "test-default-default-kube-system-rke2-ingress-nginx-co-"},
+		{name: "upstream case 5", cluster: "1test", namespace: "default-default", service: "kube-system-rke2-ingress-nginx-controller",
+			prefix: "a", wantStart: "a1test-default-default-kube-system-rke2-ingress-nginx-c"},
+		{name: "upstream's default cluster name", cluster: "kubernetes", namespace: "kube-system", service: "rke2-ingress-nginx-controller",
+			wantStart: "kubernetes-kube-system-rke2-ingress-nginx-controller-"},
+		{name: "cluster name ending with a dash", cluster: "edge-", namespace: "default", service: "web", prefix: "a", wantStart: "aedge--default-web-"},
+		{name: "cluster name longer than a DNS label", cluster: strings.Repeat("c", 64), namespace: "default", service: "web", prefix: "a"},
+		{name: "Rancher cluster ID", cluster: "c-m-7x2k9qpl", namespace: "default", service: "web", wantStart: "c-m-7x2k9qpl-default-web-"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := ServiceLoadBalancerName(tc.cluster, tc.namespace, tc.service, uid)
+			g.Expect(got).To(Equal(upstream(tc.prefix, tc.cluster, tc.namespace, tc.service)))
+			g.Expect(got).To(HavePrefix(tc.wantStart))
+			g.Expect(validation.IsDNS1035Label(got)).To(BeEmpty())
+		})
+	}
+}
+
+// TestServiceLoadBalancerNameOfOurClusterIDs pins the names of load balancers for our own cluster
+// IDs (`<namespace>.<name>`, which upstream cannot name load balancers after): they must never
+// change, or existing load balancers would be orphaned.
+func TestServiceLoadBalancerNameOfOurClusterIDs(t *testing.T) {
+	g := NewWithT(t)
+	const uid = types.UID("6f1c2f8e-0d0a-4b8e-9a3e-2b7f5c1d9e00")
+	for cluster, want := range map[string]string{
+		"capi-ns.my-cluster": "capi-ns-my-cluster-default-web-",
+		"1ns.c":              "a1ns-c-default-web-",
+		"Team.Prod":          "team-prod-default-web-",
+	} {
+		sum := crc32.ChecksumIEEE([]byte(want + string(uid)))
+		g.Expect(ServiceLoadBalancerName(cluster, "default", "web", uid)).To(Equal(fmt.Sprintf("%s%08x", want, sum)), cluster)
+	}
+	g.Expect(ClusterID("capi-ns", "my-cluster")).To(Equal("capi-ns.my-cluster"), "the form of the IDs above")
+}
+
+func TestPrimaryServiceLabelValue(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(PrimaryServiceLabelValue("default", "web")).To(Equal("default.web"), "as upstream writes it")
+	long := PrimaryServiceLabelValue(strings.Repeat("n", 63), strings.Repeat("s", 63))
+	g.Expect(validation.IsValidLabelValue(long)).To(BeEmpty())
+	g.Expect(long).NotTo(Equal(PrimaryServiceLabelValue(strings.Repeat("n", 63), strings.Repeat("s", 62)+"t")))
+}

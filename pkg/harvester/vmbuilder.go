@@ -105,10 +105,9 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 		// Harvester deletes these volumes with the VM, whoever deletes it.
 		AnnotationRemovedPVCs: strings.Join(claimNames, ","),
 	}
-	guest := spec.Memory.DeepCopy()
+	guest := GuestMemory(spec)
 	if spec.ReservedMemory != nil {
 		annotations[AnnotationReservedMemory] = spec.ReservedMemory.String()
-		guest.Sub(*spec.ReservedMemory)
 	}
 
 	interfaces := make([]kubevirtv1.Interface, 0, len(spec.Networks))

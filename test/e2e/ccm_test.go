@@ -28,6 +28,12 @@ func guestCloud(tc *testCluster, opts harvestercloud.Options) *harvestercloud.Cl
 	var kubeconfig []byte
 	var token string
 	Eventually(func(g Gomega) { kubeconfig, token, _ = guestCredential(g, tc) }).Should(Succeed())
+	return cloudFromCredential(kubeconfig, token, opts)
+}
+
+// cloudFromCredential builds our cloud provider from a cloud-config kubeconfig and the token its
+// tokenFile holds.
+func cloudFromCredential(kubeconfig []byte, token string, opts harvestercloud.Options) *harvestercloud.Cloud {
 	api, err := clientcmd.Load(kubeconfig)
 	Expect(err).NotTo(HaveOccurred())
 	file := filepath.Join(GinkgoT().TempDir(), "token")
@@ -54,7 +60,7 @@ var _ = Describe("cloud provider InstancesV2", func() {
 		host := &corev1.Node{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: vmi.Status.NodeName}, host)).To(Succeed())
 
-		_, err := harvestercloud.New(bytes.NewReader(nil), harvestercloud.Options{ClusterName: "kubernetes"})
+		_, err := harvestercloud.New(bytes.NewReader(nil), harvestercloud.Options{})
 		Expect(err).To(MatchError(ContainSubstring("--cluster-name")))
 
 		cloud := guestCloud(tc, harvestercloud.Options{ClusterName: harvester.ClusterID(tc.Namespace, tc.Name)})
