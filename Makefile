@@ -146,8 +146,9 @@ bench: envtest ## Measure provisioning on the simulated Harvester and print the 
 
 .PHONY: demo
 DEMO_FLAGS ?=
-demo: envtest images ## Provision a whole cluster on the simulated Harvester with the manager from its image, delete it, check nothing is left (DEMO_FLAGS="--workers 3").
-	IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) run ./test/demo $(DEMO_FLAGS)
+FLAVOR ?= kubeadm
+demo: envtest images providers ## Provision a whole cluster on the simulated Harvester with the manager from its image, delete it, check nothing is left (FLAVOR=kubeadm|rke2|k3s, DEMO_FLAGS="--workers 3").
+	IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) run ./test/demo --flavor $(FLAVOR) $(DEMO_FLAGS)
 
 ##@ Tools
 

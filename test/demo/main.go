@@ -40,7 +40,7 @@ import (
 
 type options struct {
 	name, namespace, target, version string
-	managerLog                       string
+	flavor, managerLog               string
 	controlPlanes, workers           int
 	timeout                          time.Duration
 }
@@ -51,6 +51,7 @@ func main() {
 	flag.StringVar(&o.namespace, "namespace", "demo", "Management-cluster namespace of the guest cluster.")
 	flag.StringVar(&o.target, "harvester-namespace", "demo", "Harvester namespace the cluster's VMs go to.")
 	flag.StringVar(&o.version, "kubernetes-version", "v1.35.4", "Kubernetes version of the guest cluster.")
+	flag.StringVar(&o.flavor, "flavor", "kubeadm", "Cluster template flavour: kubeadm (cluster-template.yaml), rke2 or k3s (cluster-template-<flavor>.yaml, with that distribution's providers).")
 	flag.IntVar(&o.controlPlanes, "control-planes", 1, "Control-plane machines (the simulation runs one: see docs/decisions/0002-test-bed.md).")
 	flag.IntVar(&o.workers, "workers", 2, "Worker machines.")
 	flag.StringVar(&o.managerLog, "manager-log", "", "File the provider's manager logs to (default: capi-harvester-demo-manager.log in the temporary directory).")
@@ -106,7 +107,17 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	p.say("its log: " + logFile)
 	p.say("test bed up")
 
-	manifest, err := render(ctx, b, o)
+	f, ok := flavors[o.flavor]
+	if !ok {
+		return fmt.Errorf("unknown flavor %q: kubeadm, rke2 or k3s", o.flavor)
+	}
+	if f.providers != nil {
+		if _, err := b.StartCAPIProviders(ctx, *f.providers); err != nil {
+			return err
+		}
+		p.say(fmt.Sprintf("the %s bootstrap and control-plane providers run as their own processes", f.providers.Name))
+	}
+	manifest, err := render(ctx, b, o, f)
 	if err != nil {
 		return err
 	}
@@ -214,16 +225,31 @@ func serviceLoadBalancer(ctx context.Context, b *bed.Bed, o options, p *progress
 	return nil
 }
 
-// render generates the cluster from cluster-template.yaml as `clusterctl generate cluster` does.
-func render(ctx context.Context, b *bed.Bed, o options) ([]byte, error) {
+// flavor is a cluster template and what it needs besides CAPI's kubeadm providers.
+type flavor struct {
+	template string
+	// providers are its bootstrap and control-plane providers when they are not kubeadm's.
+	providers *bed.CAPIProviderSpec
+	// version is the template variable that names the Kubernetes version, and its value's suffix.
+	versionVariable, versionSuffix string
+}
+
+var flavors = map[string]flavor{
+	"kubeadm": {template: "cluster-template.yaml", versionVariable: "KUBERNETES_VERSION"},
+	"rke2":    {template: "cluster-template-rke2.yaml", providers: &bed.RKE2, versionVariable: "RKE2_VERSION", versionSuffix: "+rke2r1"},
+	"k3s":     {template: "cluster-template-k3s.yaml", providers: &bed.K3s, versionVariable: "K3S_VERSION", versionSuffix: "+k3s1"},
+}
+
+// render generates the cluster from the flavour's template as `clusterctl generate cluster` does.
+func render(ctx context.Context, b *bed.Bed, o options, f flavor) ([]byte, error) {
 	kubeconfig, err := b.Harvester.ProviderKubeconfig(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return templates.Render("cluster-template.yaml", map[string]string{
+	return templates.Render(f.template, map[string]string{
+		f.versionVariable:             o.version + f.versionSuffix,
 		"CLUSTER_NAME":                o.name,
 		"NAMESPACE":                   o.namespace,
-		"KUBERNETES_VERSION":          o.version,
 		"CONTROL_PLANE_MACHINE_COUNT": fmt.Sprint(o.controlPlanes),
 		"WORKER_MACHINE_COUNT":        fmt.Sprint(o.workers),
 		"HARVESTER_KUBECONFIG_B64":    base64.StdEncoding.EncodeToString(kubeconfig),
