@@ -135,6 +135,13 @@ envtest: ## Build the test control planes (kube-apiserver, etcd) into bin/k8s on
 providers: ## Build the RKE2 and K3s bootstrap and control-plane managers the e2e suite runs into bin/providers once.
 	hack/ensure-providers.sh >/dev/null
 
+.PHONY: chaos
+CHAOS_FOCUS ?= Manager restarts|Deletion|outage
+chaos: envtest images providers ## The fault scenarios at full size (30 machines, 20 manager kills, 30 deleted at once) and their table (out/chaos.md).
+	CHAOS_MACHINES=30 CHAOS_KILLS=20 CHAOS_DELETE_MACHINES=30 CHAOS_OUTAGE=60s CHAOS_REPORT=$(ROOT)/out/chaos.md \
+	  IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -timeout 60m ./test/e2e -ginkgo.focus '$(CHAOS_FOCUS)'
+	@cat $(ROOT)/out/chaos.md
+
 .PHONY: e2e-harvester
 e2e-harvester: envtest ## The end-to-end suite against a real Harvester: HARVESTER_KUBECONFIG (admin), HARVESTER_NETWORK, HARVESTER_IMAGE [, HARVESTER_LB_IPAM].
 	@test -n "$${HARVESTER_KUBECONFIG:-}" || { echo "set HARVESTER_KUBECONFIG (an admin kubeconfig of Harvester), HARVESTER_NETWORK and HARVESTER_IMAGE" >&2; exit 2; }

@@ -28,15 +28,18 @@ func (tc *testCluster) provisionedMachines(n int) []infrav1.HarvesterMachine {
 		for _, hm := range hms.Items {
 			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%s: %v", hm.Name, hm.Status.Conditions)
 		}
-	}).WithTimeout(time.Minute).Should(Succeed())
+	}).WithTimeout(time.Minute + time.Duration(n)*3*time.Second).Should(Succeed())
 	return hms.Items
 }
 
 var _ = Describe("Deletion in any order", func() {
 	It("leaves nothing on Harvester when the whole manifest is deleted at once", func() {
+		machines := chaosInt("CHAOS_DELETE_MACHINES", 2) // make chaos: 30
 		tc := newTestCluster("delete-all", "delete-all")
-		md := tc.machineDeployment("workers", "workers", 2, machineSpec())
-		tc.provisionedMachines(2)
+		md := tc.machineDeployment("workers", "workers", int32(machines), machineSpec())
+		tc.provisionedMachines(machines)
+		dups := duplicateVMs(tc.Target)
+		Expect(dups).To(BeZero())
 
 		By("deleting every object of the manifest at the same moment, as kubectl delete -f or a GitOps prune does")
 		objs := []client.Object{
@@ -44,6 +47,7 @@ var _ = Describe("Deletion in any order", func() {
 			&infrav1.HarvesterMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "workers"}},
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: tc.Name + "-identity"}},
 		}
+		deleted := time.Now()
 		var wg sync.WaitGroup
 		for _, obj := range objs {
 			wg.Add(1)
@@ -64,6 +68,8 @@ var _ = Describe("Deletion in any order", func() {
 			g.Expect(hms.Items).To(BeEmpty())
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
 		leakFree(tc.Target)
+		recordChaos(chaosRow{scenario: "whole manifest deleted at once", runs: 1, machines: machines, duplicates: dups,
+			recovery: time.Since(deleted), recoveryMeasuredFrom: "delete -> nothing left on Harvester"})
 	})
 
 	It("holds a HarvesterCluster deleted alone while its Cluster and machines live, and finishes once the Cluster is deleted", func() {
@@ -118,10 +124,13 @@ var _ = Describe("Deletion while Harvester is unreachable", func() {
 		By("finishing once Harvester answers again")
 		Expect(testBed.Harvester.StartAPI(ctx)).To(Succeed())
 		restarted = true
+		back := time.Now()
 		Eventually(func() bool {
 			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))
 		}).WithTimeout(2 * time.Minute).Should(BeTrue())
 		leakFree(tc.Target)
+		recordChaos(chaosRow{scenario: "Harvester unreachable during deletion", runs: 1, machines: 1,
+			recovery: time.Since(back), recoveryMeasuredFrom: "Harvester back -> nothing left"})
 	})
 })
 
