@@ -181,3 +181,58 @@ func FuzzClusterSpecValidation(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDeviceValidation feeds arbitrary CPU models, device names and management flags to the
+// machine webhook's validation. Whatever it accepts is what KubeVirt and the hosts' device
+// plugins take: a CPU model of the CRD's shape, device names that are DNS labels and unique,
+// extended resource names outside kubernetes.io, at most one management NIC; and defaulting
+// keeps an accepted spec accepted.
+func FuzzDeviceValidation(f *testing.F) {
+	f.Add("host-passthrough", "", "intel.com/I350_GIGABIT_NETWORK_CONNECTION", "", "nvidia.com/NVIDIA_A2-4Q", false, true)
+	f.Add("host passthrough", "dev", "I350", "dev", "kubernetes.io/gpu", true, true)
+	f.Add("", "NIC_1", "a/b/c", "gpu-0", "nvidia.com/", false, false)
+	f.Add("Skylake-Client", "", "intel.com/X", "hostdevice-0", "nvidia.com/Y", false, false)
+	f.Fuzz(func(t *testing.T, cpuModel, hostDeviceName, hostDeviceResource, gpuName, gpuResource string, firstManagement, secondManagement bool) {
+		s := HarvesterMachineSpec{
+			CPU:         2,
+			Memory:      resource.MustParse("4Gi"),
+			Disks:       []Disk{{Image: "default/ubuntu", Size: resource.MustParse("40Gi")}},
+			Networks:    []Network{{NetworkName: "default/vlan10", Management: firstManagement}, {NetworkName: "default/vlan20", Management: secondManagement}},
+			CPUModel:    cpuModel,
+			HostDevices: []HostDevice{{Name: hostDeviceName, DeviceName: hostDeviceResource}},
+			GPUs:        []HostDevice{{Name: gpuName, DeviceName: gpuResource}},
+		}
+		path := field.NewPath("spec")
+		errs := s.validate(path)
+		if len(ratchet(errs, errs)) != 0 {
+			t.Fatalf("an unchanged object's errors must all ratchet away: %v", errs)
+		}
+		if len(errs) > 0 {
+			return
+		}
+		if s.CPUModel != "" && !cpuModelPattern.MatchString(s.CPUModel) {
+			t.Fatalf("accepted CPU model %q", s.CPUModel)
+		}
+		if firstManagement && secondManagement {
+			t.Fatal("accepted two management NICs")
+		}
+		for _, d := range []HostDevice{s.HostDevices[0], s.GPUs[0]} {
+			domain, name, ok := strings.Cut(d.DeviceName, "/")
+			if !ok || len(validation.IsDNS1123Subdomain(domain)) > 0 || len(validation.IsQualifiedName(d.DeviceName)) > 0 ||
+				name == "" || strings.HasSuffix(domain, "kubernetes.io") {
+				t.Fatalf("accepted device resource %q", d.DeviceName)
+			}
+			if d.Name != "" && len(validation.IsDNS1123Label(d.Name)) > 0 {
+				t.Fatalf("accepted device name %q", d.Name)
+			}
+		}
+		if s.HostDevices[0].Name != "" && s.HostDevices[0].Name == s.GPUs[0].Name {
+			t.Fatalf("accepted two devices named %q", s.GPUs[0].Name)
+		}
+		defaulted := *s.DeepCopy()
+		defaulted.Default()
+		if errs := defaulted.validate(path); len(errs) > 0 {
+			t.Fatalf("an accepted spec is refused once defaulted: %v", errs)
+		}
+	})
+}

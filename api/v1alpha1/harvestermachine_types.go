@@ -109,13 +109,38 @@ type HarvesterMachineSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	Disks []Disk `json:"disks"`
 
-	// networks are the VM's NICs, each on a Harvester VM network. The first is the management
-	// network: its address becomes the node's InternalIP.
+	// networks are the VM's NICs, each on a Harvester VM network. The management NIC (the one
+	// that sets `management`, else the first) gives the node its InternalIP.
 	// +required
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.filter(n, has(n.management) && n.management).size() <= 1",message="at most one network can be the management network"
 	Networks []Network `json:"networks"`
+
+	// cpuModel is the CPU model the guest sees: `host-passthrough` (the host's own CPU: every
+	// feature, but the VM can live-migrate only between hosts of the same CPU), `host-model`, or
+	// a named model the hosts support (e.g. `Cascadelake-Server`). When empty, KubeVirt's
+	// cluster-wide default applies.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*$`
+	CPUModel string `json:"cpuModel,omitempty"`
+
+	// hostDevices are PCI devices of a Harvester host passed through to the VM (KubeVirt's
+	// `hostDevices`). The device must be enabled for passthrough on Harvester (its
+	// PCIDeviceClaim); the VM then runs only on a host that offers it.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	HostDevices []HostDevice `json:"hostDevices,omitempty"`
+
+	// gpus are vGPUs of a Harvester host given to the VM (KubeVirt's `gpus`). The vGPU profile
+	// must be enabled on Harvester; the VM then runs only on a host that offers it.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	GPUs []HostDevice `json:"gpus,omitempty"`
 
 	// sshKeyPairs names Harvester KeyPairs (`name` in the target namespace, or `namespace/name`)
 	// whose public keys are authorised in the guest.
@@ -203,6 +228,31 @@ type Network struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=17
 	MACAddress string `json:"macAddress,omitempty"`
+
+	// management makes this NIC the management NIC, whose address is the node's InternalIP (and
+	// the machine's). At most one NIC sets it; when none does, the first NIC is the management NIC.
+	// +optional
+	Management bool `json:"management,omitempty"`
+}
+
+// HostDevice is a device of a Harvester host that a machine's VM gets: a PCI device passed
+// through, or a vGPU.
+type HostDevice struct {
+	// name of the device in the VM, unique among the machine's devices. Defaults to
+	// `hostdevice-<index>` for host devices and `gpu-<index>` for GPUs.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name,omitempty"`
+
+	// deviceName is the resource name Harvester's pcidevices add-on advertises for the device on
+	// the hosts that have it (the `status.resourceName` of its PCIDevice, or `nvidia.com/` and
+	// the profile for a vGPU), e.g. `intel.com/I350_GIGABIT_NETWORK_CONNECTION` or
+	// `nvidia.com/NVIDIA_A2-4Q`.
+	// +required
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	DeviceName string `json:"deviceName"`
 }
 
 // Firmware configures the VM's firmware.

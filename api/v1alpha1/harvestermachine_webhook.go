@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -63,7 +64,8 @@ func (w *HarvesterMachineWebhook) ValidateDelete(context.Context, *HarvesterMach
 }
 
 // Default fills in the defaults of a HarvesterMachine spec: disk and interface names, the
-// virtio bus, the first disk as boot disk, BIOS firmware and the RerunOnFailure run strategy.
+// virtio bus, the first disk as boot disk, device names, BIOS firmware and the RerunOnFailure
+// run strategy.
 func (s *HarvesterMachineSpec) Default() {
 	anyBootOrder := false
 	for i := range s.Disks {
@@ -82,6 +84,16 @@ func (s *HarvesterMachineSpec) Default() {
 	for i := range s.Networks {
 		if s.Networks[i].Name == "" {
 			s.Networks[i].Name = fmt.Sprintf("nic-%d", i)
+		}
+	}
+	for i := range s.HostDevices {
+		if s.HostDevices[i].Name == "" {
+			s.HostDevices[i].Name = fmt.Sprintf("hostdevice-%d", i)
+		}
+	}
+	for i := range s.GPUs {
+		if s.GPUs[i].Name == "" {
+			s.GPUs[i].Name = fmt.Sprintf("gpu-%d", i)
 		}
 	}
 	if s.Firmware.BootMode == "" {
@@ -116,6 +128,13 @@ func (s *HarvesterMachineSpec) validate(path *field.Path) field.ErrorList {
 
 	errs = append(errs, validateDisks(path.Child("disks"), s.Disks)...)
 	errs = append(errs, validateNetworks(path.Child("networks"), s.Networks)...)
+	errs = append(errs, validateHostDevices(path, s.HostDevices, s.GPUs)...)
+	if s.CPUModel != "" {
+		if len(s.CPUModel) > 64 || !cpuModelPattern.MatchString(s.CPUModel) {
+			errs = append(errs, field.Invalid(path.Child("cpuModel"), s.CPUModel,
+				"must be host-passthrough, host-model or a CPU model name (letters, digits, '.', '_', '-')"))
+		}
+	}
 
 	for i, kp := range s.SSHKeyPairs {
 		errs = append(errs, validateNamespacedName(path.Child("sshKeyPairs").Index(i), kp, true)...)
@@ -193,10 +212,11 @@ func validateDisks(path *field.Path, disks []Disk) field.ErrorList {
 func validateNetworks(path *field.Path, networks []Network) field.ErrorList {
 	var errs field.ErrorList
 	if len(networks) == 0 {
-		return field.ErrorList{field.Required(path, "at least one network; the first is the management network")}
+		return field.ErrorList{field.Required(path, "at least one network; the management network (the first unless another sets management)")}
 	}
 	names := map[string]bool{}
 	macs := map[string]bool{}
+	management := -1
 	for i, n := range networks {
 		p := path.Index(i)
 		if n.Name != "" {
@@ -212,6 +232,12 @@ func validateNetworks(path *field.Path, networks []Network) field.ErrorList {
 			errs = append(errs, field.Required(p.Child("networkName"), "the VM network as `namespace/name`"))
 		} else {
 			errs = append(errs, validateNamespacedName(p.Child("networkName"), n.NetworkName, false)...)
+		}
+		if n.Management {
+			if management >= 0 {
+				errs = append(errs, field.Duplicate(p.Child("management"), true))
+			}
+			management = i
 		}
 		if n.MACAddress != "" {
 			if macErrs := validateMAC(p.Child("macAddress"), n.MACAddress); len(macErrs) > 0 {
@@ -237,6 +263,64 @@ func (s *HarvesterMachineSpec) validateAsTemplate(path *field.Path) field.ErrorL
 		if n.MACAddress != "" {
 			errs = append(errs, field.Forbidden(path.Child("networks").Index(i).Child("macAddress"), "must not fix a MAC address in a template: every machine made from it would get the same"))
 		}
+	}
+	return errs
+}
+
+// cpuModelPattern is the shape of a CPU model: KubeVirt passes it to libvirt as the model name
+// (or takes host-passthrough and host-model as modes). The CRD's pattern repeats it.
+var cpuModelPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// validateHostDevices checks the PCI devices and vGPUs of a machine: names KubeVirt takes,
+// unique across both lists (KubeVirt's domain has one namespace of device names), and a
+// deviceName that is an extended resource name as the pcidevices add-on advertises them on
+// hosts: `<vendor domain>/<name>`.
+func validateHostDevices(path *field.Path, hostDevices, gpus []HostDevice) field.ErrorList {
+	var errs field.ErrorList
+	names := map[string]bool{}
+	// An unnamed device is checked under the name defaulting gives it, so that a spec accepted
+	// before defaulting is still accepted after.
+	check := func(p *field.Path, d HostDevice, defaultName string) {
+		name := d.Name
+		if name == "" {
+			name = defaultName
+		} else {
+			for _, msg := range validation.IsDNS1123Label(name) {
+				errs = append(errs, field.Invalid(p.Child("name"), name, msg))
+			}
+		}
+		if names[name] {
+			errs = append(errs, field.Duplicate(p.Child("name"), name))
+		}
+		names[name] = true
+		errs = append(errs, validateDeviceResourceName(p.Child("deviceName"), d.DeviceName)...)
+	}
+	for i, d := range hostDevices {
+		check(path.Child("hostDevices").Index(i), d, fmt.Sprintf("hostdevice-%d", i))
+	}
+	for i, d := range gpus {
+		check(path.Child("gpus").Index(i), d, fmt.Sprintf("gpu-%d", i))
+	}
+	return errs
+}
+
+// validateDeviceResourceName checks an extended resource name as a device plugin registers it:
+// a qualified name with a domain prefix outside kubernetes.io (which Kubernetes keeps for its
+// own resources).
+func validateDeviceResourceName(p *field.Path, name string) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(p, "the resource name the host advertises for the device, e.g. nvidia.com/NVIDIA_A2-4Q")}
+	}
+	domain, _, ok := strings.Cut(name, "/")
+	if !ok {
+		return field.ErrorList{field.Invalid(p, name, "must be <vendor domain>/<device>, as the host advertises it, e.g. intel.com/I350_GIGABIT_NETWORK_CONNECTION")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(name) {
+		errs = append(errs, field.Invalid(p, name, msg))
+	}
+	if domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io") {
+		errs = append(errs, field.Invalid(p, name, "kubernetes.io resources are not devices"))
 	}
 	return errs
 }

@@ -147,3 +147,83 @@ func TestWebhooksRatchetOldViolations(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("spec.loadBalancer.ipam")), "a new fault is still refused")
 	g.Expect(err).NotTo(MatchError(ContainSubstring("spec.targetNamespace")))
 }
+
+// The webhook's own checks of devices, CPU model and the management NIC: what holds when the
+// CRD of an older release (without these rules' markers) is installed with this manager.
+func TestWebhookChecksDevicesCPUModelAndManagementNIC(t *testing.T) {
+	spec := field.NewPath("spec")
+	nic := func(name string, management bool) Network {
+		return Network{NetworkName: "default/" + name, Management: management}
+	}
+	cases := []struct {
+		name   string
+		mutate func(*HarvesterMachineSpec)
+		want   []string
+	}{
+		{"host-passthrough", func(s *HarvesterMachineSpec) { s.CPUModel = "host-passthrough" }, nil},
+		{"a named CPU model", func(s *HarvesterMachineSpec) { s.CPUModel = "Cascadelake-Server" }, nil},
+		{"CPU model with a space", func(s *HarvesterMachineSpec) { s.CPUModel = "host passthrough" }, []string{"spec.cpuModel: Invalid value"}},
+		{"CPU model too long", func(s *HarvesterMachineSpec) { s.CPUModel = strings.Repeat("x", 65) }, []string{"spec.cpuModel: Invalid value"}},
+		{"the second NIC as management", func(s *HarvesterMachineSpec) {
+			s.Networks = []Network{nic("vlan10", false), nic("vlan20", true)}
+		}, nil},
+		{"two management NICs", func(s *HarvesterMachineSpec) {
+			s.Networks = []Network{nic("vlan10", true), nic("vlan20", true)}
+		}, []string{"spec.networks[1].management: Duplicate value"}},
+		{"a PCI device as pcidevices names it", func(s *HarvesterMachineSpec) {
+			s.HostDevices = []HostDevice{{DeviceName: "intel.com/I350_GIGABIT_NETWORK_CONNECTION"}}
+		}, nil},
+		{"a PCI device by its device ID", func(s *HarvesterMachineSpec) {
+			s.HostDevices = []HostDevice{{DeviceName: "nvidia.com/2236"}}
+		}, nil},
+		{"a vGPU profile", func(s *HarvesterMachineSpec) { s.GPUs = []HostDevice{{DeviceName: "nvidia.com/NVIDIA_A2-4Q"}} }, nil},
+		{"device without a name", func(s *HarvesterMachineSpec) { s.HostDevices = []HostDevice{{}} },
+			[]string{"spec.hostDevices[0].deviceName: Required value"}},
+		{"device without a vendor domain", func(s *HarvesterMachineSpec) { s.GPUs = []HostDevice{{DeviceName: "NVIDIA_A2-4Q"}} },
+			[]string{"spec.gpus[0].deviceName: Invalid value"}},
+		{"device name with a space", func(s *HarvesterMachineSpec) { s.GPUs = []HostDevice{{DeviceName: "nvidia.com/NVIDIA A2-4Q"}} },
+			[]string{"spec.gpus[0].deviceName: Invalid value"}},
+		{"device in the kubernetes.io domain", func(s *HarvesterMachineSpec) {
+			s.HostDevices = []HostDevice{{DeviceName: "devices.kubernetes.io/x"}}
+		}, []string{"spec.hostDevices[0].deviceName: Invalid value"}},
+		{"device name that is not a DNS label", func(s *HarvesterMachineSpec) {
+			s.HostDevices = []HostDevice{{Name: "NIC_1", DeviceName: "intel.com/X"}}
+		}, []string{"spec.hostDevices[0].name: Invalid value"}},
+		{"one name for a GPU and a host device", func(s *HarvesterMachineSpec) {
+			s.HostDevices = []HostDevice{{Name: "dev", DeviceName: "intel.com/X"}}
+			s.GPUs = []HostDevice{{Name: "dev", DeviceName: "nvidia.com/Y"}}
+		}, []string{"spec.gpus[0].name: Duplicate value"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := validMachineSpec()
+			tc.mutate(&s)
+			if tc.want == nil {
+				g.Expect(s.validate(spec)).To(BeEmpty())
+				return
+			}
+			g.Expect(fields(s.validate(spec))).To(ConsistOf(tc.want))
+		})
+	}
+}
+
+func TestDefaultNamesDevices(t *testing.T) {
+	g := NewWithT(t)
+	s := validMachineSpec()
+	s.HostDevices = []HostDevice{{DeviceName: "intel.com/X"}, {Name: "mine", DeviceName: "intel.com/X"}}
+	s.GPUs = []HostDevice{{DeviceName: "nvidia.com/Y"}}
+	s.Default()
+	g.Expect(s.HostDevices[0].Name).To(Equal("hostdevice-0"))
+	g.Expect(s.HostDevices[1].Name).To(Equal("mine"))
+	g.Expect(s.GPUs[0].Name).To(Equal("gpu-0"))
+	g.Expect(s.validate(field.NewPath("spec"))).To(BeEmpty())
+}
+
+func TestDeviceNamesAreCheckedAsDefaultingWillNameThem(t *testing.T) {
+	g := NewWithT(t)
+	s := validMachineSpec()
+	s.HostDevices = []HostDevice{{DeviceName: "intel.com/X"}}
+	s.GPUs = []HostDevice{{Name: "hostdevice-0", DeviceName: "nvidia.com/Y"}}
+	g.Expect(fields(s.validate(field.NewPath("spec")))).To(ConsistOf("spec.gpus[0].name: Duplicate value"))
+}

@@ -348,6 +348,21 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			field: "spec.runStrategy", msg: `supported values: "Always", "RerunOnFailure"`},
 		{name: "foreign provider ID", obj: machine("m-providerid", func(s *infrav1.HarvesterMachineSpec) { s.ProviderID = "aws:///i-123" }),
 			field: "spec.providerID", msg: "must start with harvester://"},
+		{name: "two management NICs", obj: machine("m-mgmt-two", func(s *infrav1.HarvesterMachineSpec) {
+			s.Networks = []infrav1.Network{{NetworkName: "default/vlan10", Management: true}, {NetworkName: "default/vlan20", Management: true}}
+		}), field: "spec.networks", msg: "at most one network can be the management network"},
+		{name: "CPU model with a space", obj: machine("m-cpumodel", func(s *infrav1.HarvesterMachineSpec) { s.CPUModel = "host passthrough" }),
+			field: "spec.cpuModel", msg: "should match"},
+		{name: "host device without a vendor domain", obj: machine("m-hostdev", func(s *infrav1.HarvesterMachineSpec) {
+			s.HostDevices = []infrav1.HostDevice{{DeviceName: "I350_GIGABIT_NETWORK_CONNECTION"}}
+		}), field: "spec.hostDevices[0].deviceName", msg: "should match"},
+		{name: "vGPU in the kubernetes.io domain", obj: machine("m-gpu-k8s", func(s *infrav1.HarvesterMachineSpec) {
+			s.GPUs = []infrav1.HostDevice{{DeviceName: "kubernetes.io/gpu"}}
+		}), field: "spec.gpus[0].deviceName", msg: "kubernetes.io resources are not devices"},
+		{name: "a GPU and a host device of one name", obj: machine("m-dev-dup", func(s *infrav1.HarvesterMachineSpec) {
+			s.HostDevices = []infrav1.HostDevice{{Name: "dev", DeviceName: "intel.com/I350_GIGABIT_NETWORK_CONNECTION"}}
+			s.GPUs = []infrav1.HostDevice{{Name: "dev", DeviceName: "nvidia.com/NVIDIA_A2-4Q"}}
+		}), field: "spec.gpus[0].name", msg: "Duplicate value"},
 
 		// Templates carry the same checks under spec.template.spec, and refuse what every
 		// machine made from them would share.
@@ -446,6 +461,14 @@ func TestFloorHoldsWithoutWebhooks(t *testing.T) {
 			"spec.template.spec.providerID", "must not be set in a template"},
 		{"template MAC", machineTemplate("t-mac", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].MACAddress = "52:54:00:00:00:01" }),
 			"spec.template.spec.networks", "must not fix a MAC address"},
+		{"two management NICs", machine("mgmt-two", func(s *infrav1.HarvesterMachineSpec) {
+			s.Networks = []infrav1.Network{{NetworkName: "default/vlan10", Management: true}, {NetworkName: "default/vlan20", Management: true}}
+		}), "spec.networks", "at most one network can be the management network"},
+		{"CPU model with a space", machine("cpumodel", func(s *infrav1.HarvesterMachineSpec) { s.CPUModel = "host passthrough" }),
+			"spec.cpuModel", "should match"},
+		{"device name without a vendor domain", machineTemplate("t-hostdev", func(s *infrav1.HarvesterMachineSpec) {
+			s.HostDevices = []infrav1.HostDevice{{DeviceName: "I350_GIGABIT_NETWORK_CONNECTION"}}
+		}), "spec.template.spec.hostDevices[0].deviceName", "should match"},
 		{"kube-system", cluster("ns-kube-system", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "kube-system" }),
 			"spec.targetNamespace", "is a system namespace"},
 		{"cattle-*", clusterTemplate("ns-cattle", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "cattle-fleet-system" }),
@@ -463,6 +486,12 @@ func TestFloorHoldsWithoutWebhooks(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(env.Client.Create(ctx, machine("valid", nil))).To(Succeed())
 	g.Expect(env.Client.Create(ctx, machineTemplate("valid", nil))).To(Succeed())
+	g.Expect(env.Client.Create(ctx, machine("valid-devices", func(s *infrav1.HarvesterMachineSpec) {
+		s.CPUModel = "host-passthrough"
+		s.Networks = []infrav1.Network{{NetworkName: "default/vlan10"}, {NetworkName: "default/vlan20", Management: true}}
+		s.HostDevices = []infrav1.HostDevice{{DeviceName: "intel.com/I350_GIGABIT_NETWORK_CONNECTION"}}
+		s.GPUs = []infrav1.HostDevice{{DeviceName: "nvidia.com/NVIDIA_A2-4Q"}}
+	}))).To(Succeed(), "devices, a CPU model and a second NIC as management pass the rules")
 	g.Expect(env.Client.Create(ctx, withDiskSize(t, machine("valid-int", nil), int64(2<<30)))).To(Succeed(),
 		"a size written as a plain number of bytes passes the rule too")
 	g.Expect(env.Client.Create(ctx, cluster("valid", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "default" }))).To(Succeed())
