@@ -6,6 +6,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
 func TestMachineAddresses(t *testing.T) {
@@ -40,4 +42,34 @@ func TestParseInterfaceIP(t *testing.T) {
 			t.Errorf("ParseInterfaceIP(%q) usable = %v, want %v", in, ok, want)
 		}
 	}
+}
+
+// A machine whose second NIC is the management NIC reports that NIC's address as InternalIP,
+// while its VM keeps the NICs in spec order.
+func TestMachineAddressesFollowTheManagementNIC(t *testing.T) {
+	g := NewWithT(t)
+	spec := &infrav1.HarvesterMachineSpec{Networks: []infrav1.Network{
+		{NetworkName: "default/storage"},
+		{Name: "mgmt", NetworkName: "default/vlan10", Management: true},
+		{NetworkName: "default/vlan30"},
+	}}
+	g.Expect(NetworkNames(spec)).To(Equal([]string{"mgmt", "nic-0", "nic-2"}))
+	g.Expect(ManagementNetworkName(spec)).To(Equal("mgmt"))
+	vmi := &kubevirtv1.VirtualMachineInstance{Status: kubevirtv1.VirtualMachineInstanceStatus{
+		Interfaces: []kubevirtv1.VirtualMachineInstanceNetworkInterface{
+			{Name: "nic-0", IP: "10.20.0.7"},
+			{Name: "mgmt", IP: "10.10.0.5"},
+			{Name: "nic-2", IP: "10.30.0.9"},
+		},
+	}}
+	g.Expect(MachineAddresses(vmi, NetworkNames(spec), "w-1")).To(Equal([]corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "10.10.0.5"},
+		{Type: corev1.NodeExternalIP, Address: "10.20.0.7"},
+		{Type: corev1.NodeExternalIP, Address: "10.30.0.9"},
+		{Type: corev1.NodeHostName, Address: "w-1"},
+	}))
+
+	spec.Networks[1].Management = false
+	g.Expect(ManagementNetworkName(spec)).To(Equal("nic-0"), "without the flag, the first NIC")
+	g.Expect(NetworkNames(spec)).To(Equal([]string{"nic-0", "mgmt", "nic-2"}))
 }

@@ -20,8 +20,9 @@ func GuestMemory(spec *infrav1.HarvesterMachineSpec) resource.Quantity {
 // MachineCapacity is the capacity of a node made from a machine spec, as the cluster autoscaler
 // reads it from a machine template's status.capacity to scale a node group up from zero: cpu
 // (the VM's cores), memory (what the guest sees) and ephemeral-storage (the size of the boot
-// disk, which holds the node's root filesystem). The spec has no GPUs or other devices, so there
-// is no `nvidia.com/gpu`-style entry.
+// disk, which holds the node's root filesystem). Host devices and vGPUs are not counted: the
+// resource a guest node offers for them (`nvidia.com/gpu`, say) is whatever the device plugin
+// the guest runs advertises, which the spec does not say.
 func MachineCapacity(spec *infrav1.HarvesterMachineSpec) corev1.ResourceList {
 	out := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.CPU), resource.DecimalSI),

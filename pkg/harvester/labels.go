@@ -43,6 +43,11 @@ const (
 // LabelMachine cannot hold when it is longer than a label value.
 const AnnotationMachine = "harvester.infrastructure.cluster.x-k8s.io/machine-name"
 
+// AnnotationManagementNetwork on a VMI names its management interface (the machine's
+// `management` NIC) when that is not the first: the guest's cloud provider reads it, so the
+// node's InternalIP is the address the machine reports.
+const AnnotationManagementNetwork = "harvester.infrastructure.cluster.x-k8s.io/management-network"
+
 // Harvester annotations the provider writes or reads.
 const (
 	AnnotationVolumeClaimTemplates = "harvesterhci.io/volumeClaimTemplates"

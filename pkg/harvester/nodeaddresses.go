@@ -16,7 +16,8 @@ const AnnotationProvidedNodeIP = "alpha.kubernetes.io/provided-node-ip"
 // NodeAddressOptions shape how a node's addresses are classified.
 type NodeAddressOptions struct {
 	// ManagementNetwork is the VMI network (interface) name whose addresses are the node's;
-	// empty means the first network of the VMI spec.
+	// empty means the one the VMI's AnnotationManagementNetwork names, else the first network
+	// of the VMI spec.
 	ManagementNetwork string
 	// NodeIPCIDRs choose the InternalIPs when no provided-node-ip annotation does.
 	NodeIPCIDRs []netip.Prefix
@@ -39,6 +40,9 @@ func NodeAddresses(vmi *kubevirtv1.VirtualMachineInstance, node *corev1.Node, o 
 		}
 	}
 	mgmt := o.ManagementNetwork
+	if a := vmi.Annotations[AnnotationManagementNetwork]; mgmt == "" && multus[a] {
+		mgmt = a // the machine's own choice, when it is not the first NIC
+	}
 	if mgmt == "" && len(order) > 0 {
 		mgmt = order[0]
 	}

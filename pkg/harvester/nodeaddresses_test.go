@@ -71,3 +71,22 @@ func TestNodeAddressesFollowFlagsAndAnnotation(t *testing.T) {
 		{Type: corev1.NodeInternalIP, Address: "10.10.0.6"}, {Type: corev1.NodeInternalIP, Address: "fd00:20::7"},
 	}), "kubelet's --node-ip wins over the CIDR flag")
 }
+
+// The management NIC a machine chose (the VM builder's annotation) gives the node its
+// InternalIPs, unless the cloud provider's flag names another.
+func TestNodeAddressesFollowTheMachinesManagementNIC(t *testing.T) {
+	g := NewWithT(t)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	vmi := dualStackVMI()
+	vmi.Annotations = map[string]string{AnnotationManagementNetwork: "data"}
+	got := NodeAddresses(vmi, node, NodeAddressOptions{})
+	g.Expect(got[:2]).To(Equal([]corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "10.20.0.7"}, {Type: corev1.NodeInternalIP, Address: "fd00:20::7"},
+	}))
+	got = NodeAddresses(vmi, node, NodeAddressOptions{ManagementNetwork: "mgmt"})
+	g.Expect(got[0]).To(Equal(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.10.0.5"}), "the flag wins")
+
+	vmi.Annotations[AnnotationManagementNetwork] = "pod" // not a Multus network: ignored
+	got = NodeAddresses(vmi, node, NodeAddressOptions{})
+	g.Expect(got[0]).To(Equal(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.10.0.5"}))
+}

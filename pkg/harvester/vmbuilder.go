@@ -113,10 +113,7 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 	interfaces := make([]kubevirtv1.Interface, 0, len(spec.Networks))
 	networks := make([]kubevirtv1.Network, 0, len(spec.Networks))
 	for i, n := range spec.Networks {
-		name := n.Name
-		if name == "" {
-			name = fmt.Sprintf("nic-%d", i)
-		}
+		name := networkName(spec, i)
 		interfaces = append(interfaces, kubevirtv1.Interface{
 			Name:                   name,
 			Model:                  "virtio",
@@ -142,6 +139,9 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 		names, _ := json.Marshal(in.KeyPairs)
 		templateAnnotations[AnnotationSSHNames] = string(names)
 	}
+	if mgmt := ManagementNetworkName(spec); len(spec.Networks) > 0 && mgmt != interfaces[0].Name {
+		templateAnnotations[AnnotationManagementNetwork] = mgmt
+	}
 	diskNames := make([]string, 0, len(disks))
 	for _, d := range disks {
 		diskNames = append(diskNames, d.Name)
@@ -164,7 +164,7 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 				Spec: kubevirtv1.VirtualMachineInstanceSpec{
 					Hostname: VMName(m.Name),
 					Domain: kubevirtv1.DomainSpec{
-						CPU:    &kubevirtv1.CPU{Cores: cores, Sockets: 1, Threads: 1},
+						CPU:    &kubevirtv1.CPU{Cores: cores, Sockets: 1, Threads: 1, Model: spec.CPUModel},
 						Memory: &kubevirtv1.Memory{Guest: &guest},
 						Resources: kubevirtv1.ResourceRequirements{Limits: corev1.ResourceList{
 							corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.CPU), resource.DecimalSI),
@@ -176,6 +176,11 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 							Disks:      disks,
 							Interfaces: interfaces,
 							TPM:        tpm(spec.Firmware),
+							// The device plugins of Harvester's pcidevices add-on advertise these
+							// resources on the hosts that have them; KubeVirt asks for them in
+							// the virt-launcher pod, so the VM lands only on such a host.
+							HostDevices: hostDevices(spec.HostDevices, "hostdevice"),
+							GPUs:        gpus(spec.GPUs),
 						},
 					},
 					Networks:                      networks,
@@ -311,17 +316,61 @@ func affinity(in *VMInput, labels map[string]string) *corev1.Affinity {
 	return a
 }
 
-// NetworkNames are the VM's interface names in spec order (the first is management).
+// NetworkNames are the VM's interface names, the management NIC's first, then the others in
+// spec order (the VM keeps spec order).
 func NetworkNames(spec *infrav1.HarvesterMachineSpec) []string {
 	names := make([]string, 0, len(spec.Networks))
-	for i, n := range spec.Networks {
-		if n.Name == "" {
-			names = append(names, fmt.Sprintf("nic-%d", i))
-		} else {
-			names = append(names, n.Name)
+	mgmt := ManagementNetworkName(spec)
+	if mgmt != "" {
+		names = append(names, mgmt)
+	}
+	for i := range spec.Networks {
+		if name := networkName(spec, i); name != mgmt {
+			names = append(names, name)
 		}
 	}
 	return names
+}
+
+// ManagementNetworkName is the interface name of the machine's management NIC: the one that
+// sets `management`, else the first; "" without NICs.
+func ManagementNetworkName(spec *infrav1.HarvesterMachineSpec) string {
+	for i, n := range spec.Networks {
+		if n.Management {
+			return networkName(spec, i)
+		}
+	}
+	if len(spec.Networks) == 0 {
+		return ""
+	}
+	return networkName(spec, 0)
+}
+
+func networkName(spec *infrav1.HarvesterMachineSpec, i int) string {
+	if name := spec.Networks[i].Name; name != "" {
+		return name
+	}
+	return fmt.Sprintf("nic-%d", i)
+}
+
+func hostDevices(devices []infrav1.HostDevice, prefix string) []kubevirtv1.HostDevice {
+	var out []kubevirtv1.HostDevice
+	for i, d := range devices {
+		name := d.Name
+		if name == "" {
+			name = fmt.Sprintf("%s-%d", prefix, i)
+		}
+		out = append(out, kubevirtv1.HostDevice{Name: name, DeviceName: d.DeviceName})
+	}
+	return out
+}
+
+func gpus(devices []infrav1.HostDevice) []kubevirtv1.GPU {
+	var out []kubevirtv1.GPU
+	for _, d := range hostDevices(devices, "gpu") {
+		out = append(out, kubevirtv1.GPU{Name: d.Name, DeviceName: d.DeviceName})
+	}
+	return out
 }
 
 // OwnedBy tells whether a Harvester object carries the labels of a given HarvesterMachine.

@@ -120,3 +120,31 @@ func TestClusterIDStaysUniqueAndShort(t *testing.T) {
 	g.Expect(id1).NotTo(Equal(id2))
 	g.Expect(id1).To(MatchRegexp(`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`))
 }
+
+func TestBuildVMWithDevicesCPUModelAndManagementNIC(t *testing.T) {
+	g := NewWithT(t)
+	in := testInput()
+	in.Machine.Spec.CPUModel = "host-passthrough"
+	in.Machine.Spec.HostDevices = []infrav1.HostDevice{{DeviceName: "intel.com/I350_GIGABIT_NETWORK_CONNECTION"}, {Name: "nvme", DeviceName: "samsung.com/NVME_SSD"}}
+	in.Machine.Spec.GPUs = []infrav1.HostDevice{{DeviceName: "nvidia.com/NVIDIA_A2-4Q"}}
+	in.Machine.Spec.Networks[1].Management = true
+	vm, err := BuildVM(in)
+	g.Expect(err).NotTo(HaveOccurred())
+	domain := vm.Spec.Template.Spec.Domain
+	g.Expect(domain.CPU.Model).To(Equal("host-passthrough"))
+	g.Expect(domain.Devices.HostDevices).To(Equal([]kubevirtv1.HostDevice{
+		{Name: "hostdevice-0", DeviceName: "intel.com/I350_GIGABIT_NETWORK_CONNECTION"},
+		{Name: "nvme", DeviceName: "samsung.com/NVME_SSD"},
+	}))
+	g.Expect(domain.Devices.GPUs).To(Equal([]kubevirtv1.GPU{{Name: "gpu-0", DeviceName: "nvidia.com/NVIDIA_A2-4Q"}}))
+	g.Expect(domain.Devices.Interfaces[0].Name).To(Equal("nic-0"), "the VM keeps the NICs in spec order")
+	g.Expect(vm.Spec.Template.ObjectMeta.Annotations).To(HaveKeyWithValue(AnnotationManagementNetwork, "storage"))
+
+	vm, err = BuildVM(testInput())
+	g.Expect(err).NotTo(HaveOccurred())
+	domain = vm.Spec.Template.Spec.Domain
+	g.Expect(domain.CPU.Model).To(BeEmpty())
+	g.Expect(domain.Devices.HostDevices).To(BeEmpty())
+	g.Expect(domain.Devices.GPUs).To(BeEmpty())
+	g.Expect(vm.Spec.Template.ObjectMeta.Annotations).NotTo(HaveKey(AnnotationManagementNetwork), "the first NIC needs no annotation")
+}
