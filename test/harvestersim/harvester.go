@@ -28,6 +28,10 @@ type Host struct {
 	Name   string
 	Zone   string // topology.kubernetes.io/zone; empty for none
 	Region string // topology.kubernetes.io/region; empty for none
+	// Devices are the host's passthrough devices and vGPUs by the resource name the device
+	// plugins of Harvester's pcidevices add-on register them under (what a VM's hostDevices and
+	// gpus ask for), with how many the host has: they appear in the node's allocatable.
+	Devices map[string]int
 }
 
 // Network is a Harvester VM network (a Multus NetworkAttachmentDefinition on a VLAN) and the

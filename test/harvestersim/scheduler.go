@@ -82,6 +82,9 @@ func unfit(vmi *kubevirtv1.VirtualMachineInstance, node *corev1.Node, nodes []co
 			return "node selector does not match"
 		}
 	}
+	if reason := missingDevices(vmi, node, others); reason != "" {
+		return reason
+	}
 	affinity := vmi.Spec.Affinity
 	if affinity == nil {
 		return ""
@@ -186,4 +189,48 @@ func matchesRequirement(set map[string]string, req corev1.NodeSelectorRequiremen
 		return have < want
 	}
 	return false
+}
+
+// missingDevices says which device resources a host lacks for the VMI, or "". KubeVirt asks for
+// one of a hostDevice's or gpu's deviceName in the virt-launcher pod; kube-scheduler then places
+// it only where the node's allocatable, less what the pods already there use, covers it.
+func missingDevices(vmi *kubevirtv1.VirtualMachineInstance, node *corev1.Node, others []kubevirtv1.VirtualMachineInstance) string {
+	wanted := deviceRequests(vmi)
+	if len(wanted) == 0 {
+		return ""
+	}
+	used := map[string]int64{}
+	for i := range others {
+		o := &others[i]
+		if o.UID == vmi.UID || o.Status.NodeName != node.Name || o.DeletionTimestamp != nil {
+			continue
+		}
+		for name, n := range deviceRequests(o) {
+			used[name] += n
+		}
+	}
+	names := make([]string, 0, len(wanted))
+	for name := range wanted {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var missing []string
+	for _, name := range names {
+		allocatable := node.Status.Allocatable[corev1.ResourceName(name)]
+		if allocatable.Value()-used[name] < wanted[name] {
+			missing = append(missing, "Insufficient "+name) // kube-scheduler's words
+		}
+	}
+	return strings.Join(missing, ", ")
+}
+
+func deviceRequests(vmi *kubevirtv1.VirtualMachineInstance) map[string]int64 {
+	out := map[string]int64{}
+	for _, d := range vmi.Spec.Domain.Devices.HostDevices {
+		out[d.DeviceName]++
+	}
+	for _, d := range vmi.Spec.Domain.Devices.GPUs {
+		out[d.DeviceName]++
+	}
+	return out
 }

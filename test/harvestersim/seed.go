@@ -134,6 +134,9 @@ func (h *Harvester) AddHost(ctx context.Context, host Host) error {
 		corev1.ResourceCPU:    resource.MustParse("64"),
 		corev1.ResourceMemory: resource.MustParse("256Gi"),
 	}
+	for name, count := range host.Devices {
+		capacity[corev1.ResourceName(name)] = *resource.NewQuantity(int64(count), resource.DecimalSI)
+	}
 	node.Status = corev1.NodeStatus{
 		Capacity:    capacity,
 		Allocatable: capacity,

@@ -591,3 +591,65 @@ func imported(img *harvesterv1.VirtualMachineImage) corev1.ConditionStatus {
 	}
 	return ""
 }
+
+// A VMI asking for a passthrough device or vGPU lands only on a host whose allocatable lists
+// that resource and has one free; until then it is unschedulable, saying which resource lacks.
+func TestDevicesScheduleOnlyWhereAHostHasThem(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	const gpu = "nvidia.com/NVIDIA_A2-4Q"
+	const nic = "intel.com/I350_GIGABIT_NETWORK_CONNECTION"
+	withDevices := func(v *kubevirtv1.VirtualMachine) {
+		v.Spec.Template.Spec.Domain.Devices.GPUs = []kubevirtv1.GPU{{Name: "gpu-0", DeviceName: gpu}}
+		v.Spec.Template.Spec.Domain.Devices.HostDevices = []kubevirtv1.HostDevice{{Name: "hostdevice-0", DeviceName: nic}}
+	}
+	g.Expect(sim.Client().Create(ctx, vm("gpu-a", withDevices))).To(Succeed())
+	defer deleteVM(t, "gpu-a")
+	unschedulable := func(name, missing string) {
+		g.Eventually(func(g Gomega) {
+			vmi := getVMI(g, name)
+			g.Expect(vmi.Status.NodeName).To(BeEmpty())
+			g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Scheduling))
+			var message string
+			for _, c := range vmi.Status.Conditions {
+				if string(c.Type) == string(corev1.PodScheduled) && c.Status == corev1.ConditionFalse {
+					message = c.Message
+				}
+			}
+			g.Expect(message).To(ContainSubstring("Insufficient " + missing))
+		}, 10*time.Second).Should(Succeed())
+	}
+	unschedulable("gpu-a", gpu)
+	unschedulable("gpu-a", nic)
+
+	// A host with the vGPU but not the NIC does not do; one with both does.
+	g.Expect(sim.AddHost(ctx, harvestersim.Host{Name: "harvester-gpu-1", Zone: "zone-a", Region: "region-1",
+		Devices: map[string]int{gpu: 1}})).To(Succeed())
+	defer func() { g.Expect(sim.Client().Delete(ctx, hostOf("harvester-gpu-1"))).To(Succeed()) }()
+	g.Eventually(func(g Gomega) {
+		var reasons []string
+		for _, c := range getVMI(g, "gpu-a").Status.Conditions {
+			if string(c.Type) == string(corev1.PodScheduled) {
+				reasons = strings.Split(c.Message[strings.Index(c.Message, ": ")+2:], "; ")
+			}
+		}
+		g.Expect(reasons).To(ContainElement("harvester-gpu-1: Insufficient "+nic), "the host with the vGPU lacks only the NIC")
+	}, 10*time.Second).Should(Succeed())
+	g.Expect(sim.AddHost(ctx, harvestersim.Host{Name: "harvester-gpu-2", Zone: "zone-a", Region: "region-1",
+		Devices: map[string]int{gpu: 1, nic: 1}})).To(Succeed())
+	defer func() { g.Expect(sim.Client().Delete(ctx, hostOf("harvester-gpu-2"))).To(Succeed()) }()
+	g.Eventually(func(g Gomega) {
+		vmi := getVMI(g, "gpu-a")
+		g.Expect(vmi.Status.NodeName).To(Equal("harvester-gpu-2"))
+		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
+	}, 10*time.Second).Should(Succeed())
+
+	// The host's one NIC is taken: a second such VM waits until the first goes.
+	g.Expect(sim.Client().Create(ctx, vm("gpu-b", withDevices))).To(Succeed())
+	defer deleteVM(t, "gpu-b")
+	unschedulable("gpu-b", nic)
+	deleteVM(t, "gpu-a")
+	g.Eventually(func(g Gomega) {
+		g.Expect(getVMI(g, "gpu-b").Status.NodeName).To(Equal("harvester-gpu-2"))
+	}, 10*time.Second).Should(Succeed())
+}

@@ -13,8 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -42,6 +45,13 @@ func (r *vmiReconciler) setup(mgr ctrl.Manager) error {
 		For(&kubevirtv1.VirtualMachineInstance{}).
 		// A host that changes (uncordoned, relabelled, added) may take a waiting VMI.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.unscheduled)).
+		// A VMI that goes frees its host's devices (and its anti-affinity) for a waiting one.
+		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.unscheduled),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false },
+				UpdateFunc: func(event.UpdateEvent) bool { return false },
+				DeleteFunc: func(event.DeleteEvent) bool { return true },
+			})).
 		Complete(r)
 }
 
