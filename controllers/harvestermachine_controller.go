@@ -418,7 +418,8 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 		setVMCondition(hm, metav1.ConditionFalse, infrav1.VMFailedReason, "the VM failed on Harvester")
 		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil
 	default:
-		setVMCondition(hm, metav1.ConditionFalse, infrav1.VMStartingReason, vmiWaitMessage(vmi))
+		reason, msg := vmiWaitReason(vmi)
+		setVMCondition(hm, metav1.ConditionFalse, reason, msg)
 		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil
 	}
 
@@ -441,13 +442,16 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 	return ctrl.Result{}, nil
 }
 
-func vmiWaitMessage(vmi *kubevirtv1.VirtualMachineInstance) string {
+// vmiWaitReason says why a VMI that is not running yet waits: unschedulable (KubeVirt copies
+// the virt-launcher pod's PodScheduled=False condition to the VMI, with the scheduler's
+// message), or on its way.
+func vmiWaitReason(vmi *kubevirtv1.VirtualMachineInstance) (string, string) {
 	for _, c := range vmi.Status.Conditions {
 		if string(c.Type) == string(corev1.PodScheduled) && c.Status == corev1.ConditionFalse {
-			return "the VM cannot be scheduled: " + c.Message
+			return infrav1.VMUnschedulableReason, "the VM cannot be scheduled: " + c.Message
 		}
 	}
-	return fmt.Sprintf("the VM is %s", vmi.Status.Phase)
+	return infrav1.VMStartingReason, fmt.Sprintf("the VM is %s", vmi.Status.Phase)
 }
 
 func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {

@@ -125,6 +125,10 @@ const (
 	VMCreatingReason = "Creating"
 	// VMStartingReason: the VM is scheduled and booting.
 	VMStartingReason = "Starting"
+	// VMUnschedulableReason: no Harvester host can take the VM (none in its failure domain,
+	// none with a free device it asks for, ...); the message quotes the scheduler. The VM starts
+	// by itself once a host can take it.
+	VMUnschedulableReason = "Unschedulable"
 	// VMStoppedReason: the VM is not running.
 	VMStoppedReason = "Stopped"
 	// WaitingForIPReason: the VM runs but its management NIC has no address yet (is

@@ -1,0 +1,157 @@
+// Package integration runs the provider's controllers in-process against the simulated
+// Harvester and CAPI's core controllers, for behaviour between the controllers and the
+// simulator that needs no guest cluster.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+)
+
+// A machine that asks for a vGPU no host has is Unschedulable, saying which resource lacks;
+// once a host with it joins, the VM runs there and the machine is provisioned, with the
+// address of the NIC it chose as management as its InternalIP.
+func TestMachineWithADeviceNoHostHasIsUnschedulable(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	testBed, err := bed.Start(ctx, bed.Options{SetupManagement: func(ctx context.Context, tb *bed.Bed) error {
+		return controllers.Setup(ctx, tb.Management.Manager, controllers.Options{
+			ClusterConcurrency: 2, MachineConcurrency: 2, HarvesterQPS: 100, HarvesterBurst: 200, SkipNameValidation: true,
+		})
+	}})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(testBed.Stop(ctx)).To(Succeed()) }()
+	c := testBed.Management.Client
+
+	const ns, name, vgpu = "devices", "devices", "nvidia.com/NVIDIA_A2-4Q"
+	g.Expect(createCluster(ctx, testBed, ns, name)).To(Succeed())
+	spec := infrav1.HarvesterMachineSpec{
+		CPU: 2, Memory: resource.MustParse("4Gi"), CPUModel: "host-passthrough",
+		Disks:    []infrav1.Disk{{Image: "default/ubuntu-24.04", Size: resource.MustParse("40Gi")}},
+		Networks: []infrav1.Network{{NetworkName: "default/vlan20"}, {Name: "mgmt", NetworkName: "default/vlan10", Management: true}},
+		GPUs:     []infrav1.HostDevice{{DeviceName: vgpu}},
+	}
+	g.Expect(c.Create(ctx, &infrav1.HarvesterMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec}},
+	})).To(Succeed())
+	g.Expect(c.Create(ctx, machineDeployment(ns, name, 1))).To(Succeed())
+
+	machine := func(g Gomega) *infrav1.HarvesterMachine {
+		hms := &infrav1.HarvesterMachineList{}
+		g.Expect(c.List(ctx, hms, client.InNamespace(ns))).To(Succeed())
+		g.Expect(hms.Items).To(HaveLen(1))
+		return &hms.Items[0]
+	}
+	g.Eventually(func(g Gomega) {
+		cond := conditions.Get(machine(g), infrav1.VirtualMachineReadyCondition)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(cond.Reason).To(Equal(infrav1.VMUnschedulableReason))
+		g.Expect(cond.Message).To(ContainSubstring("Insufficient " + vgpu))
+	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	g.Expect(machine(g).Status.Initialization.Provisioned).To(BeNil())
+
+	// The VM asks KubeVirt for the device and the CPU model, as the builder wrote them.
+	hm := machine(g)
+	vm := &kubevirtv1.VirtualMachine{}
+	g.Expect(testBed.Harvester.Client().Get(ctx, client.ObjectKey{Namespace: "guests", Name: hm.Name}, vm)).To(Succeed())
+	g.Expect(vm.Spec.Template.Spec.Domain.Devices.GPUs).To(Equal([]kubevirtv1.GPU{{Name: "gpu-0", DeviceName: vgpu}}))
+	g.Expect(vm.Spec.Template.Spec.Domain.CPU.Model).To(Equal("host-passthrough"))
+
+	g.Expect(testBed.Harvester.AddHost(ctx, harvestersim.Host{Name: "harvester-gpu", Zone: "zone-a", Region: "region-1",
+		Devices: map[string]int{vgpu: 2}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		hm := machine(g)
+		g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+		g.Expect(hm.Status.VirtualMachine.Host).To(Equal("harvester-gpu"))
+	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+
+	// The management NIC (the second) gives the InternalIP; the first NIC's is external.
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	g.Expect(testBed.Harvester.Client().Get(ctx, client.ObjectKey{Namespace: "guests", Name: hm.Name}, vmi)).To(Succeed())
+	ips := map[string]string{}
+	for _, iface := range vmi.Status.Interfaces {
+		ips[iface.Name] = iface.IP
+	}
+	g.Expect(ips["mgmt"]).NotTo(BeEmpty())
+	g.Expect(ips["nic-0"]).NotTo(BeEmpty())
+	g.Expect(machine(g).Status.Addresses).To(ContainElements(
+		clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: ips["mgmt"]},
+		clusterv1.MachineAddress{Type: clusterv1.MachineExternalIP, Address: ips["nic-0"]},
+	))
+	g.Expect(machine(g).Status.Addresses).NotTo(ContainElement(clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: ips["nic-0"]}))
+}
+
+func createCluster(ctx context.Context, tb *bed.Bed, ns, name string) error {
+	c := tb.Management.Client
+	kubeconfig, err := tb.Harvester.ProviderKubeconfig(ctx)
+	if err != nil {
+		return err
+	}
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "identity"}, Data: map[string][]byte{infrav1.IdentitySecretKey: kubeconfig}},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bootstrap", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+			Type:       clusterv1.ClusterSecretType,
+			Data:       map[string][]byte{"value": []byte("#cloud-config\nruncmd:\n- echo join\n"), "format": []byte("cloud-config")},
+		},
+		&infrav1.HarvesterCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: infrav1.HarvesterClusterSpec{IdentitySecret: infrav1.SecretReference{Name: "identity"}, TargetNamespace: "guests",
+				LoadBalancer: infrav1.LoadBalancerSpec{Network: "default/vlan10"}},
+		},
+		&clusterv1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: clusterv1.ClusterSpec{
+				ClusterNetwork:    clusterv1.ClusterNetwork{Pods: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}}},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterCluster", Name: name},
+			},
+		},
+	}
+	for _, obj := range objs {
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %T: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+func machineDeployment(ns, name string, replicas int32) *clusterv1.MachineDeployment {
+	return &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: name,
+			Replicas:    ptr.To(replicas),
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": name}},
+				Spec: clusterv1.MachineSpec{
+					ClusterName:       name,
+					Version:           "v1.35.4",
+					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterMachineTemplate", Name: name},
+				},
+			},
+		},
+	}
+}
