@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -86,7 +85,7 @@ func BenchmarkMachineProvisioning(b *testing.B) {
 	replicas := int32(5 * b.N)
 	b.ResetTimer()
 	start := time.Now()
-	must(b, c.Create(ctx, machineDeployment(ns, name, replicas)))
+	must(b, c.Create(ctx, bed.BareMachineDeployment(ns, name, replicas)))
 	var machines []string
 	must(b, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		hms := &infrav1.HarvesterMachineList{}
@@ -147,44 +146,20 @@ func must(b *testing.B, err error) {
 // createCluster creates a Cluster with its HarvesterCluster and guest, and waits until its
 // infrastructure is provisioned.
 func createCluster(ctx context.Context, tb *bed.Bed, ns, name string) error {
-	c := tb.Management.Client
-	kubeconfig, err := tb.Harvester.ProviderKubeconfig(ctx)
-	if err != nil {
+	if err := tb.CreateBareCluster(ctx, ns, name); err != nil {
 		return err
 	}
-	objs := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "identity"}, Data: map[string][]byte{infrav1.IdentitySecretKey: kubeconfig}},
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bootstrap", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-			Type:       clusterv1.ClusterSecretType,
-			Data:       map[string][]byte{"value": []byte("#cloud-config\nruncmd:\n- echo join\n"), "format": []byte("cloud-config")},
-		},
-		&infrav1.HarvesterCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: infrav1.HarvesterClusterSpec{IdentitySecret: infrav1.SecretReference{Name: "identity"}, TargetNamespace: "guests",
-				LoadBalancer: infrav1.LoadBalancerSpec{Network: "default/vlan10"}},
-		},
-		&clusterv1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: clusterv1.ClusterSpec{
-				ClusterNetwork:    clusterv1.ClusterNetwork{Pods: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}}},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterCluster", Name: name},
-			},
-		},
-		&infrav1.HarvesterMachineTemplate{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: infrav1.HarvesterMachineSpec{
-				CPU: 2, Memory: resource.MustParse("4Gi"),
-				Disks:    []infrav1.Disk{{Image: "default/ubuntu-24.04", Size: resource.MustParse("40Gi")}},
-				Networks: []infrav1.Network{{NetworkName: "default/vlan10"}},
-			}}},
-		},
+	c := tb.Management.Client
+	template := &infrav1.HarvesterMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: infrav1.HarvesterMachineSpec{
+			CPU: 2, Memory: resource.MustParse("4Gi"),
+			Disks:    []infrav1.Disk{{Image: "default/ubuntu-24.04", Size: resource.MustParse("40Gi")}},
+			Networks: []infrav1.Network{{NetworkName: "default/vlan10"}},
+		}}},
 	}
-	for _, obj := range objs {
-		if err := c.Create(ctx, obj); err != nil {
-			return fmt.Errorf("creating %T: %w", obj, err)
-		}
+	if err := c.Create(ctx, template); err != nil {
+		return fmt.Errorf("creating the machine template: %w", err)
 	}
 	if _, err := tb.AddGuest(ctx, ns, name, false); err != nil {
 		return err
@@ -196,24 +171,4 @@ func createCluster(ctx context.Context, tb *bed.Bed, ns, name string) error {
 		}
 		return ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false), nil
 	})
-}
-
-func machineDeployment(ns, name string, replicas int32) *clusterv1.MachineDeployment {
-	return &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: name,
-			Replicas:    ptr.To(replicas),
-			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": name}},
-				Spec: clusterv1.MachineSpec{
-					ClusterName:       name,
-					Version:           "v1.35.4",
-					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterMachineTemplate", Name: name},
-				},
-			},
-		},
-	}
 }

@@ -5,12 +5,10 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -42,7 +40,7 @@ func TestMachineWithADeviceNoHostHasIsUnschedulable(t *testing.T) {
 	c := testBed.Management.Client
 
 	const ns, name, vgpu = "devices", "devices", "nvidia.com/NVIDIA_A2-4Q"
-	g.Expect(createCluster(ctx, testBed, ns, name)).To(Succeed())
+	g.Expect(testBed.CreateBareCluster(ctx, ns, name)).To(Succeed())
 	spec := infrav1.HarvesterMachineSpec{
 		CPU: 2, Memory: resource.MustParse("4Gi"), CPUModel: "host-passthrough",
 		Disks:    []infrav1.Disk{{Image: "default/ubuntu-24.04", Size: resource.MustParse("40Gi")}},
@@ -53,7 +51,7 @@ func TestMachineWithADeviceNoHostHasIsUnschedulable(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec}},
 	})).To(Succeed())
-	g.Expect(c.Create(ctx, machineDeployment(ns, name, 1))).To(Succeed())
+	g.Expect(c.Create(ctx, bed.BareMachineDeployment(ns, name, 1))).To(Succeed())
 
 	machine := func(g Gomega) *infrav1.HarvesterMachine {
 		hms := &infrav1.HarvesterMachineList{}
@@ -99,59 +97,4 @@ func TestMachineWithADeviceNoHostHasIsUnschedulable(t *testing.T) {
 		clusterv1.MachineAddress{Type: clusterv1.MachineExternalIP, Address: ips["nic-0"]},
 	))
 	g.Expect(machine(g).Status.Addresses).NotTo(ContainElement(clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: ips["nic-0"]}))
-}
-
-func createCluster(ctx context.Context, tb *bed.Bed, ns, name string) error {
-	c := tb.Management.Client
-	kubeconfig, err := tb.Harvester.ProviderKubeconfig(ctx)
-	if err != nil {
-		return err
-	}
-	objs := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "identity"}, Data: map[string][]byte{infrav1.IdentitySecretKey: kubeconfig}},
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bootstrap", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-			Type:       clusterv1.ClusterSecretType,
-			Data:       map[string][]byte{"value": []byte("#cloud-config\nruncmd:\n- echo join\n"), "format": []byte("cloud-config")},
-		},
-		&infrav1.HarvesterCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: infrav1.HarvesterClusterSpec{IdentitySecret: infrav1.SecretReference{Name: "identity"}, TargetNamespace: "guests",
-				LoadBalancer: infrav1.LoadBalancerSpec{Network: "default/vlan10"}},
-		},
-		&clusterv1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: clusterv1.ClusterSpec{
-				ClusterNetwork:    clusterv1.ClusterNetwork{Pods: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}}},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterCluster", Name: name},
-			},
-		},
-	}
-	for _, obj := range objs {
-		if err := c.Create(ctx, obj); err != nil {
-			return fmt.Errorf("creating %T: %w", obj, err)
-		}
-	}
-	return nil
-}
-
-func machineDeployment(ns, name string, replicas int32) *clusterv1.MachineDeployment {
-	return &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: name,
-			Replicas:    ptr.To(replicas),
-			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": name}},
-				Spec: clusterv1.MachineSpec{
-					ClusterName:       name,
-					Version:           "v1.35.4",
-					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterMachineTemplate", Name: name},
-				},
-			},
-		},
-	}
 }
