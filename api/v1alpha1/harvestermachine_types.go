@@ -82,7 +82,7 @@ const (
 )
 
 // HarvesterMachineSpec is the desired state of a guest-cluster node's VM on Harvester.
-// +kubebuilder:validation:XValidation:rule="!has(self.networkData) || self.networkData == '' || !self.networks.exists(n, has(n.addressesFromPools) && size(n.addressesFromPools) > 0)",message="must be empty when a NIC takes addresses from IP pools (networks[].addressesFromPools): the provider writes the network-data",fieldPath=".networkData"
+// +kubebuilder:validation:XValidation:rule="!has(self.networkData) || size(self.networkData) == 0 || !self.networks.exists(n, has(n.addressesFromPools) && size(n.addressesFromPools) > 0)",message="must be empty when a NIC takes addresses from IP pools (networks[].addressesFromPools): the provider writes the network-data",fieldPath=".networkData"
 type HarvesterMachineSpec struct {
 	// providerID is `harvester://<VM UID>`, set by the provider once the VM exists.
 	// +optional
