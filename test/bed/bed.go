@@ -64,6 +64,7 @@ type Bed struct {
 	mu        sync.Mutex
 	guests    []*guest.Cluster
 	providers []*Provider
+	ipam      []*IPAMProvider
 }
 
 // Start brings the bed up. Callers must Stop it, which also deletes every Cluster first.
@@ -180,6 +181,13 @@ func (b *Bed) Stop(ctx context.Context) error {
 	b.mu.Unlock()
 	for _, p := range providers {
 		errs = append(errs, p.cleanup())
+	}
+	b.mu.Lock()
+	ipam := b.ipam
+	b.ipam = nil
+	b.mu.Unlock()
+	for _, p := range ipam {
+		errs = append(errs, p.Stop())
 	}
 	if b.Management != nil {
 		errs = append(errs, b.Management.Stop())
