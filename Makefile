@@ -16,6 +16,10 @@ KUBE_VERSION ?= v1.35.4
 ETCD_VERSION ?= v3.5.21
 KUBEBUILDER_ASSETS := $(BIN)/k8s/$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
 
+# Cluster API's in-cluster IPAM provider, which the e2e bed runs as its own process.
+IPAM_PROVIDER_VERSION ?= v1.1.0
+IPAM_PROVIDER_DIR := $(BIN)/ipam-in-cluster/$(IPAM_PROVIDER_VERSION)
+
 IMG ?= ghcr.io/seed-0a7eb009/cluster-api-provider-harvester:dev
 CCM_IMG ?= ghcr.io/seed-0a7eb009/harvester-cloud-controller-manager:dev
 TEST_TIMEOUT ?= 45m
@@ -116,8 +120,8 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 ##@ Test
 
 .PHONY: test
-test: verify-generated envtest images ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
-	IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+test: verify-generated envtest ipam-provider images ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
+	IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 
 TEST_FUZZTIME ?= 4s
@@ -130,6 +134,10 @@ fuzz: envtest ## Run each fuzz target for FUZZTIME (default 2m); crashers land i
 .PHONY: envtest
 envtest: ## Build the test control planes (kube-apiserver, etcd) into bin/k8s once.
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/ensure-control-plane.sh $(KUBEBUILDER_ASSETS) >/dev/null
+
+.PHONY: ipam-provider
+ipam-provider: ## Build Cluster API's in-cluster IPAM provider and copy its CRDs into bin/ipam-in-cluster once (for the e2e bed).
+	IPAM_VERSION=$(IPAM_PROVIDER_VERSION) hack/ensure-ipam-provider.sh $(IPAM_PROVIDER_DIR) >/dev/null
 
 .PHONY: e2e-harvester
 e2e-harvester: envtest ## The end-to-end suite against a real Harvester: HARVESTER_KUBECONFIG (admin), HARVESTER_NETWORK, HARVESTER_IMAGE [, HARVESTER_LB_IPAM].
