@@ -44,6 +44,13 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 
 	It("gives a MachineDeployment's machines pool addresses, reports exhaustion, reuses and never duplicates them, and releases them", func() {
 		tc := newTestCluster("ipam", "ipam")
+		// A control plane, so that CAPI reaches the guest, matches Machines to Nodes and a
+		// rollout can count its new machines as available.
+		tc.controlPlaneMachine("ipam-cp-0")
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
+			g.Expect(conditions.IsTrue(tc.Cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
+		}).WithTimeout(time.Minute).Should(Succeed())
 		// Four addresses for three replicas, so that a fifth machine finds the pool exhausted.
 		pool := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2",
@@ -78,7 +85,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 				g.Expect(inPool(a.Spec.Address)).To(BeTrue(), a.Spec.Address)
 			}
 			hms := &infrav1.HarvesterMachineList{}
-			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.HasLabels{clusterv1.MachineDeploymentNameLabel})).To(Succeed())
 			held := map[string]string{}
 			for _, hm := range hms.Items {
 				for _, a := range hm.Status.IPAddresses {
@@ -111,7 +118,8 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 
 		By("checking claims, VMs, network-data and what the guests configured")
 		hms := &infrav1.HarvesterMachineList{}
-		Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+		Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.HasLabels{clusterv1.MachineDeploymentNameLabel})).To(Succeed())
+		Expect(hms.Items).To(HaveLen(3))
 		for _, hm := range hms.Items {
 			ip := address(hm)
 			claimed := hm.Status.IPAddresses[0]
