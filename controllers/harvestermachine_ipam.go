@@ -283,7 +283,8 @@ func claimedMachineAddresses(hm *infrav1.HarvesterMachine) []clusterv1.MachineAd
 }
 
 // releaseIPAddresses deletes the machine's claims, once its VM is gone: the IPAM provider then
-// frees their addresses. Each claim's name follows from the spec, so none is missed.
+// frees their addresses. Each claim's name follows from the spec; a claim the cache does not
+// show yet goes with the machine by its owner reference (garbage collection).
 func (r *HarvesterMachineReconciler) releaseIPAddresses(ctx context.Context, hm *infrav1.HarvesterMachine) error {
 	for i, n := range hm.Spec.Networks {
 		for j := range n.AddressesFromPools {

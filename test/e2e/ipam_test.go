@@ -71,6 +71,50 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 		spec := machineSpec()
 		spec.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "nodes"}}
 		spec.Networks[0].Nameservers = []string{"10.10.0.53"}
+
+		By("a machine whose guest never reports addresses shows its claimed address all the same, and releases it when deleted")
+		testBed.Harvester.Faults.NeverAssignIP(tc.Target, "ipam-early")
+		early := &infrav1.HarvesterMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "ipam-early", Labels: map[string]string{clusterv1.ClusterNameLabel: tc.Name}},
+			Spec:       spec,
+		}
+		Expect(mgmt().Create(ctx, early)).To(Succeed())
+		earlyMachine := &clusterv1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "ipam-early", Labels: map[string]string{clusterv1.ClusterNameLabel: tc.Name}},
+			Spec: clusterv1.MachineSpec{
+				ClusterName: tc.Name,
+				Version:     "v1.35.4",
+				Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(tc.Bootstrap.Name)},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterMachine", Name: early.Name,
+				},
+			},
+		}
+		Expect(mgmt().Create(ctx, earlyMachine)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(early), early)).To(Succeed())
+			g.Expect(early.Status.IPAddresses).To(HaveLen(1))
+			ip := strings.TrimSuffix(early.Status.IPAddresses[0].Address, "/24")
+			g.Expect(inPool(ip)).To(BeTrue())
+			g.Expect(early.Status.Addresses).To(ContainElement(clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: ip}))
+			vmi := &kubevirtv1.VirtualMachineInstance{}
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: early.Name}, vmi)).To(Succeed())
+			g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
+			g.Expect(vmi.Status.Interfaces).NotTo(ContainElement(HaveField("IP", Not(BeEmpty()))), "the guest reported nothing")
+			g.Expect(conditions.GetReason(early, infrav1.VirtualMachineReadyCondition)).To(Equal(infrav1.WaitingForIPReason))
+		}).WithTimeout(time.Minute).Should(Succeed())
+		Expect(mgmt().Delete(ctx, earlyMachine)).To(Succeed())
+		Eventually(func(g Gomega) {
+			err := mgmt().Get(ctx, client.ObjectKeyFromObject(early), early)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the HarvesterMachine is gone")
+			claims := &ipamv1.IPAddressClaimList{}
+			g.Expect(mgmt().List(ctx, claims, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(claims.Items).To(BeEmpty(), "its claim is released")
+			addrs := &ipamv1.IPAddressList{}
+			g.Expect(mgmt().List(ctx, addrs, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(addrs.Items).To(BeEmpty(), "and so is its address")
+		}).WithTimeout(time.Minute).Should(Succeed())
+
 		md := tc.machineDeployment("workers", "ipam-v1", 3, spec)
 
 		// machines returns the MachineDeployment's HarvesterMachines and fails when two live
