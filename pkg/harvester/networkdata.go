@@ -117,6 +117,9 @@ func ParseStaticAddress(address string, prefix *int32, gateway string) (StaticAd
 	if err != nil {
 		return StaticAddress{}, fmt.Errorf("address %q: %w", address, err)
 	}
+	if a.Zone() != "" {
+		return StaticAddress{}, fmt.Errorf("address %q has an IPv6 zone, which no static address can have", address)
+	}
 	if prefix == nil {
 		return StaticAddress{}, fmt.Errorf("address %s has no prefix length", address)
 	}
@@ -128,6 +131,9 @@ func ParseStaticAddress(address string, prefix *int32, gateway string) (StaticAd
 		g, err := netip.ParseAddr(gateway)
 		if err != nil {
 			return StaticAddress{}, fmt.Errorf("gateway %q: %w", gateway, err)
+		}
+		if g.Zone() != "" {
+			return StaticAddress{}, fmt.Errorf("gateway %q has an IPv6 zone", gateway)
 		}
 		if g.Is4() != a.Is4() {
 			return StaticAddress{}, fmt.Errorf("gateway %s is not of the family of address %s", gateway, address)

@@ -90,3 +90,50 @@ func TestParseStaticAddress(t *testing.T) {
 		g.Expect(err).To(MatchError(ContainSubstring(bad.msg)), strings.Join([]string{bad.address, bad.gateway}, " "))
 	}
 }
+
+// Whatever an IPAM provider writes into an IPAddress, the network-data is either refused with an
+// error or renders the address, with its prefix, under the NIC's MAC; and the claim name and
+// the pinned MAC stay valid for any machine and interface name.
+func FuzzNetworkData(f *testing.F) {
+	f.Add("10.0.0.5", int32(24), "10.0.0.1", "md-0-abcde", "nic-0")
+	f.Add("fd00::5", int32(64), "fd00::1", strings.Repeat("w", 300), "storage")
+	f.Add("10.0.0.5", int32(33), "", "m", "n")
+	f.Add("10.0.0.5", int32(-1), "fd00::1", "m", "n")
+	f.Add("not-an-ip", int32(8), "10.0.0.1", "", "")
+	f.Add("fe80::5%eth0", int32(64), "fe80::1", "m", "n")
+	f.Add("::ffff:10.0.0.5", int32(120), "::ffff:10.0.0.1", "m", "n")
+	f.Fuzz(func(t *testing.T, address string, prefix int32, gateway, machine, nic string) {
+		mac := StaticMAC("default", machine, nic)
+		if len(mac) != 17 || mac[:3] != "0a:" {
+			t.Fatalf("StaticMAC(%q, %q) = %q", machine, nic, mac)
+		}
+		if n := IPAddressClaimName(machine, nic, 0); len(n) > 253 {
+			t.Fatalf("claim name of %d characters", len(n))
+		}
+		a, err := ParseStaticAddress(address, &prefix, gateway)
+		if err != nil {
+			return // refused, with a message
+		}
+		data, err := BuildNetworkData([]StaticNIC{{Name: "nic-0", MAC: mac, Addresses: []StaticAddress{a}}})
+		if err != nil {
+			t.Fatalf("a parsed address did not render: %v", err)
+		}
+		var got struct {
+			Ethernets map[string]struct {
+				Match     map[string]string `json:"match"`
+				Addresses []string          `json:"addresses"`
+			} `json:"ethernets"`
+		}
+		if err := yaml.Unmarshal(data, &got); err != nil {
+			t.Fatalf("network-data does not parse: %v\n%s", err, data)
+		}
+		e := got.Ethernets["nic-0"]
+		want := netip.PrefixFrom(a.Address, int(prefix)).String()
+		if e.Match["macaddress"] != mac || len(e.Addresses) != 1 || e.Addresses[0] != want {
+			t.Fatalf("rendered %+v, want %s on %s", e, want, mac)
+		}
+		if p, err := netip.ParsePrefix(e.Addresses[0]); err != nil || p.Addr() != a.Address || p.Bits() != int(prefix) {
+			t.Fatalf("rendered address %q is not %s/%d: %v", e.Addresses[0], a.Address, prefix, err)
+		}
+	})
+}
