@@ -74,23 +74,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 
 		By("a machine whose guest never reports addresses shows its claimed address all the same, and releases it when deleted")
 		testBed.Harvester.Faults.NeverAssignIP(tc.Target, "ipam-early")
-		early := &infrav1.HarvesterMachine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "ipam-early", Labels: map[string]string{clusterv1.ClusterNameLabel: tc.Name}},
-			Spec:       spec,
-		}
-		Expect(mgmt().Create(ctx, early)).To(Succeed())
-		earlyMachine := &clusterv1.Machine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "ipam-early", Labels: map[string]string{clusterv1.ClusterNameLabel: tc.Name}},
-			Spec: clusterv1.MachineSpec{
-				ClusterName: tc.Name,
-				Version:     "v1.35.4",
-				Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(tc.Bootstrap.Name)},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterMachine", Name: early.Name,
-				},
-			},
-		}
-		Expect(mgmt().Create(ctx, earlyMachine)).To(Succeed())
+		early, earlyMachine := tc.workerMachine("ipam-early", spec)
 		Eventually(func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(early), early)).To(Succeed())
 			g.Expect(early.Status.IPAddresses).To(HaveLen(1))
@@ -303,4 +287,91 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 		}).WithTimeout(time.Minute).Should(Succeed())
 		leakFree(tc.Target)
 	})
+
+	It("reports a missing pool, a kind no IPAM provider serves and a claim name taken, and continues once the pool exists", func() {
+		tc := newTestCluster("ipam-refs", "ipam-refs")
+		withPool := func(group, kind, name string) infrav1.HarvesterMachineSpec {
+			spec := machineSpec()
+			spec.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: group, Kind: kind, Name: name}}
+			return spec
+		}
+		// A claim of the name the third machine's claim would have, made by someone else.
+		foreign := &ipamv1.IPAddressClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: harvester.IPAddressClaimName("claim-taken", "nic-0", 0)},
+			Spec: ipamv1.IPAddressClaimSpec{ClusterName: tc.Name,
+				PoolRef: ipamv1.IPPoolReference{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "elsewhere"}},
+		}
+		Expect(mgmt().Create(ctx, foreign)).To(Succeed())
+
+		missing, _ := tc.workerMachine("pool-missing", withPool(infrav1.IPAMAPIGroup, "InClusterIPPool", "late"))
+		unserved, _ := tc.workerMachine("kind-unserved", withPool("ipam.example.com", "MetalPool", "rack-1"))
+		taken, _ := tc.workerMachine("claim-taken", withPool(infrav1.IPAMAPIGroup, "InClusterIPPool", "late"))
+		condition := func(g Gomega, hm *infrav1.HarvesterMachine) *metav1.Condition {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hm), hm)).To(Succeed())
+			c := conditions.Get(hm, infrav1.IPAddressesReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			err := harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: hm.Name}, &kubevirtv1.VirtualMachine{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no VM without its addresses")
+			return c
+		}
+		Eventually(func(g Gomega) {
+			c := condition(g, missing)
+			g.Expect(c.Reason).To(Equal(infrav1.WaitingForIPAddressReason))
+			g.Expect(c.Message).To(ContainSubstring("InClusterIPPool late (the pool does not exist)"))
+			c = condition(g, unserved)
+			g.Expect(c.Reason).To(Equal(infrav1.WaitingForIPAddressReason))
+			g.Expect(c.Message).To(ContainSubstring("no IPAM provider serves kind MetalPool in ipam.example.com"))
+			c = condition(g, taken)
+			g.Expect(c.Reason).To(Equal(infrav1.IPAddressClaimFailedReason))
+			g.Expect(c.Message).To(ContainSubstring("IPAddressClaim claim-taken-nic-0-0 exists and is not this machine's"))
+		}).WithTimeout(time.Minute).Should(Succeed())
+		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(foreign), foreign)).To(Succeed())
+		Expect(metav1.GetControllerOf(foreign)).To(BeNil(), "the foreign claim is left as it was")
+
+		By("creating the missing pool: the machine gets its address and is provisioned")
+		Expect(mgmt().Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2",
+			"kind":       "InClusterIPPool",
+			"metadata":   map[string]any{"namespace": tc.Namespace, "name": "late"},
+			"spec":       map[string]any{"addresses": []any{"10.20.0.10-10.20.0.19"}, "prefix": int64(24), "gateway": "10.20.0.1"},
+		}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(missing), missing)).To(Succeed())
+			g.Expect(conditions.IsTrue(missing, infrav1.IPAddressesReadyCondition)).To(BeTrue())
+			g.Expect(missing.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+			g.Expect(missing.Status.Addresses).To(ContainElement(clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: "10.20.0.10"}))
+		}).WithTimeout(time.Minute).Should(Succeed())
+
+		deleteCluster(tc)
+		Expect(mgmt().Delete(ctx, foreign)).To(Succeed())
+		Eventually(func(g Gomega) {
+			claims := &ipamv1.IPAddressClaimList{}
+			g.Expect(mgmt().List(ctx, claims, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(claims.Items).To(BeEmpty())
+		}).WithTimeout(time.Minute).Should(Succeed())
+		leakFree(tc.Target)
+	})
 })
+
+// workerMachine creates a HarvesterMachine of spec and a worker Machine that owns it.
+func (tc *testCluster) workerMachine(name string, spec infrav1.HarvesterMachineSpec) (*infrav1.HarvesterMachine, *clusterv1.Machine) {
+	hm := &infrav1.HarvesterMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: tc.Name}},
+		Spec:       spec,
+	}
+	Expect(mgmt().Create(ctx, hm)).To(Succeed())
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: tc.Name}},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: tc.Name,
+			Version:     "v1.35.4",
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(tc.Bootstrap.Name)},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterMachine", Name: name,
+			},
+		},
+	}
+	Expect(mgmt().Create(ctx, m)).To(Succeed())
+	return hm, m
+}
