@@ -6,7 +6,7 @@
 # built in a copy of its own module, never in the project's go.mod.
 #
 # Usage: hack/ensure-ipam-provider.sh [dir]    prints the directory holding the binary
-# (`manager`) and the CRDs (`crd/*.yaml`).
+# (`manager`), the CRDs (`crd/*.yaml`) and the webhook configurations (`webhook/manifests.yaml`).
 set -euo pipefail
 
 IPAM_VERSION=${IPAM_VERSION:-v1.1.0}
@@ -19,10 +19,15 @@ log() { echo "ensure-ipam-provider: $*" >&2; }
 export GOWORK=off
 export GOFLAGS=-mod=mod
 
-if [ ! -x "$dest/manager" ] || [ ! -d "$dest/crd" ]; then
-  log "building $module $IPAM_VERSION (once; a minute or two cold)"
-  src=$(go mod download -json "$module@$IPAM_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+src=
+source_dir() {
+  [ -n "$src" ] || src=$(go mod download -json "$module@$IPAM_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
   [ -f "$src/go.mod" ] || { log "cannot download $module@$IPAM_VERSION"; exit 1; }
+}
+
+if [ ! -x "$dest/manager" ]; then
+  log "building $module $IPAM_VERSION (once; a few minutes cold)"
+  source_dir
   mkdir -p "$dest"
   work=$(mktemp -d)
   trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
@@ -31,10 +36,15 @@ if [ ! -x "$dest/manager" ] || [ ! -d "$dest/crd" ]; then
   cp -r "$src/." "$work/"
   chmod -R u+w "$work"
   (cd "$work" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dest/manager.tmp" . && mv "$dest/manager.tmp" "$dest/manager")
-  rm -rf "$dest/crd" && mkdir -p "$dest/crd"
-  # The bases only: the kustomize patches add conversion webhooks the bed does not serve (it
-  # uses the storage version, v1alpha2, alone).
+fi
+if [ ! -d "$dest/crd" ] || [ ! -f "$dest/webhook/manifests.yaml" ]; then
+  source_dir
+  rm -rf "$dest/crd" "$dest/webhook" && mkdir -p "$dest/crd" "$dest/webhook"
+  # The CRD bases only: the kustomize patches add conversion webhooks the bed does not serve
+  # (it uses the storage version, v1alpha2, alone). The webhook configurations as generated,
+  # before kustomize names them and points them at its Service: the bed does both.
   cp "$src"/config/crd/bases/*.yaml "$dest/crd/"
-  chmod -R u+w "$dest/crd"
+  cp "$src/config/webhook/manifests.yaml" "$dest/webhook/"
+  chmod -R u+w "$dest/crd" "$dest/webhook"
 fi
 echo "$dest"

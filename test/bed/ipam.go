@@ -2,8 +2,11 @@ package bed
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,7 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
@@ -25,18 +32,20 @@ import (
 // addresses. It is built on an older Cluster API than the provider, so it is its own binary,
 // built by hack/ensure-ipam-provider.sh.
 //
-// It runs with its webhooks off (--webhook-port=0, which its main supports): its pool CRDs are
-// installed from their bases, without the conversion webhook its kustomization adds, and the
-// tests create pools at the storage version (v1alpha2) with every field set, so its defaulting
-// and validation of pools are not exercised here. It authenticates as the management cluster's
-// admin (its own RBAC is not under test).
+// Its pool webhooks (defaulting and validation) serve on a loopback port with a certificate of
+// the bed's own CA, and its webhook configurations (named `ipam-in-cluster-...`) point there, as
+// the bed does for the provider's own. Its pool CRDs are installed from their bases, without the
+// conversion webhook its kustomization adds: pools are used at their storage version, v1alpha2.
+// It authenticates as the management cluster's admin (its own RBAC is not under test).
 type IPAMProvider struct {
 	LogFile string
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan error
-	workDir string
+	mgmt     client.Client
+	webhooks []client.Object
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan error
+	workDir  string
 }
 
 // IPAMProviderDir is where hack/ensure-ipam-provider.sh put the provider's binary (`manager`)
@@ -83,18 +92,25 @@ func (b *Bed) StartIPAMProvider(ctx context.Context) (*IPAMProvider, error) {
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(work))
 	}
-	ports, err := freeLoopbackPorts(1)
+	ports, err := freeLoopbackPorts(2)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(work))
 	}
 	health := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	certDir := filepath.Join(work, "serving-certs")
+	caPEM, err := writeServingCertificate(certDir, []string{"localhost"}, net.ParseIP("127.0.0.1"))
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(work))
+	}
+	p.mgmt = b.Management.Client
 	logFile, err := os.Create(p.LogFile)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(work))
 	}
 	cmd := testenv.ProtectedCommand(context.WithoutCancel(ctx), filepath.Join(dir, "manager"),
 		"--kubeconfig="+kubeconfigPath,
-		"--webhook-port=0",
+		fmt.Sprintf("--webhook-port=%d", ports[1]),
+		"--webhook-cert-dir="+certDir,
 		"--health-probe-bind-address="+health,
 		"--diagnostics-address=0", // no metrics server (controller-runtime reads "0" as off)
 		"--leader-elect=false",
@@ -130,13 +146,88 @@ func (b *Bed) StartIPAMProvider(ctx context.Context) (*IPAMProvider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("waiting for the IPAM provider to be ready: %w", err)
 	}
+	// Its readiness check does not cover the webhook server: wait for it to answer TLS with the
+	// certificate the configurations will trust.
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	webhookAddr := fmt.Sprintf("127.0.0.1:%d", ports[1])
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		conn, err := tls.Dial("tcp", webhookAddr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
+		if err != nil {
+			return false, nil
+		}
+		return true, conn.Close()
+	}); err != nil {
+		return nil, fmt.Errorf("waiting for the IPAM provider's webhook server: %w", err)
+	}
+	if err := p.installWebhooks(ctx, filepath.Join(dir, "webhook", "manifests.yaml"), webhookAddr, caPEM); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// installWebhooks applies the provider's webhook configurations, named as its kustomization
+// would prefix them, pointed at its loopback port.
+func (p *IPAMProvider) installWebhooks(ctx context.Context, manifests, addr string, caPEM []byte) error {
+	data, err := os.ReadFile(manifests)
+	if err != nil {
+		return err
+	}
+	objs, err := testenv.DecodeObjects(data)
+	if err != nil {
+		return err
+	}
+	toLoopback := func(cc *admissionv1.WebhookClientConfig) {
+		cc.URL = ptr.To("https://" + addr + ptr.Deref(cc.Service.Path, "/"))
+		cc.Service, cc.CABundle = nil, caPEM
+	}
+	for _, obj := range objs {
+		var cfg client.Object
+		switch obj.GetKind() {
+		case "MutatingWebhookConfiguration":
+			m := &admissionv1.MutatingWebhookConfiguration{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, m); err != nil {
+				return err
+			}
+			for i := range m.Webhooks {
+				toLoopback(&m.Webhooks[i].ClientConfig)
+			}
+			cfg = m
+		case "ValidatingWebhookConfiguration":
+			v := &admissionv1.ValidatingWebhookConfiguration{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, v); err != nil {
+				return err
+			}
+			for i := range v.Webhooks {
+				toLoopback(&v.Webhooks[i].ClientConfig)
+			}
+			cfg = v
+		default:
+			continue
+		}
+		cfg.SetName("ipam-in-cluster-" + cfg.GetName())
+		if err := apply(ctx, p.mgmt, cfg); err != nil {
+			return fmt.Errorf("applying the IPAM provider's %s: %w", obj.GetKind(), err)
+		}
+		p.webhooks = append(p.webhooks, cfg)
+	}
+	if len(p.webhooks) == 0 {
+		return fmt.Errorf("%s holds no webhook configuration", manifests)
+	}
+	return nil
 }
 
 // Stop ends the IPAM provider (SIGTERM, SIGKILL after 10 s) and removes its files.
 func (p *IPAMProvider) Stop() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Its webhooks go first: with failurePolicy Fail they would refuse every pool write once
+	// nothing serves them.
+	var errs []error
+	for _, cfg := range p.webhooks {
+		errs = append(errs, client.IgnoreNotFound(p.mgmt.Delete(context.Background(), cfg)))
+	}
+	p.webhooks = nil
 	if p.cmd != nil {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -147,7 +238,7 @@ func (p *IPAMProvider) Stop() error {
 		}
 		p.cmd = nil
 	}
-	return os.RemoveAll(p.workDir)
+	return errors.Join(append(errs, os.RemoveAll(p.workDir))...)
 }
 
 // Log returns the IPAM provider's output so far.

@@ -329,6 +329,15 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(foreign), foreign)).To(Succeed())
 		Expect(metav1.GetControllerOf(foreign)).To(BeNil(), "the foreign claim is left as it was")
 
+		By("the in-cluster provider's own webhook refuses a malformed pool")
+		err := mgmt().Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2",
+			"kind":       "InClusterIPPool",
+			"metadata":   map[string]any{"namespace": tc.Namespace, "name": "late"},
+			"spec":       map[string]any{"addresses": []any{"10.20.0.300"}, "prefix": int64(24), "gateway": "10.20.0.1"},
+		}})
+		Expect(err).To(MatchError(ContainSubstring("provided address is not a valid IP, range, nor CIDR")))
+
 		By("creating the missing pool: the machine gets its address and is provisioned")
 		Expect(mgmt().Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2",
