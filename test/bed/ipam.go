@@ -67,7 +67,7 @@ func IPAMProviderDir() (string, error) {
 }
 
 // StartIPAMProvider installs the in-cluster IPAM provider's CRDs into the management cluster and
-// runs the provider until StopIPAM (or Stop) ends it. Cluster API's own IPAddressClaim and
+// runs the provider until its Stop (or the bed's) ends it. Cluster API's own IPAddressClaim and
 // IPAddress CRDs are the management cluster's already.
 func (b *Bed) StartIPAMProvider(ctx context.Context) (*IPAMProvider, error) {
 	dir, err := IPAMProviderDir()
