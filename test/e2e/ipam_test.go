@@ -352,6 +352,47 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			g.Expect(missing.Status.Addresses).To(ContainElement(clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: "10.20.0.10"}))
 		}).WithTimeout(time.Minute).Should(Succeed())
 
+		By("a NIC with an IPv4 pool and a cluster-scoped IPv6 pool gets one address of each")
+		global := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2",
+			"kind":       "GlobalInClusterIPPool",
+			"metadata":   map[string]any{"name": "ipam-refs-v6"},
+			"spec":       map[string]any{"addresses": []any{"fd00:20::10-fd00:20::1f"}, "prefix": int64(64), "gateway": "fd00:20::1"},
+		}}
+		Expect(mgmt().Create(ctx, global)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(mgmt().Delete(ctx, global))).To(Succeed()) })
+		dualSpec := withPool(infrav1.IPAMAPIGroup, "InClusterIPPool", "late")
+		dualSpec.Networks[0].AddressesFromPools = append(dualSpec.Networks[0].AddressesFromPools,
+			infrav1.IPPoolReference{APIGroup: infrav1.IPAMAPIGroup, Kind: "GlobalInClusterIPPool", Name: "ipam-refs-v6"})
+		dual, _ := tc.workerMachine("dual-stack", dualSpec)
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(dual), dual)).To(Succeed())
+			g.Expect(dual.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+			g.Expect(dual.Status.IPAddresses).To(HaveLen(2))
+			g.Expect(dual.Status.IPAddresses[0].Address).To(Equal("10.20.0.11/24"))
+			g.Expect(dual.Status.IPAddresses[1].Address).To(Equal("fd00:20::10/64"))
+			g.Expect(dual.Status.IPAddresses[1].Pool).To(Equal("GlobalInClusterIPPool/ipam-refs-v6"))
+		}).WithTimeout(time.Minute).Should(Succeed())
+		secret := &corev1.Secret{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.CloudInitSecretName(dual.Name)}, secret)).To(Succeed())
+		var nd struct {
+			Ethernets map[string]struct {
+				Addresses []string            `json:"addresses"`
+				Routes    []map[string]string `json:"routes"`
+			} `json:"ethernets"`
+		}
+		Expect(yaml.Unmarshal(secret.Data["networkdata"], &nd)).To(Succeed())
+		Expect(nd.Ethernets["nic-0"].Addresses).To(Equal([]string{"10.20.0.11/24", "fd00:20::10/64"}))
+		Expect(nd.Ethernets["nic-0"].Routes).To(ConsistOf(
+			map[string]string{"to": "0.0.0.0/0", "via": "10.20.0.1"},
+			map[string]string{"to": "::/0", "via": "fd00:20::1"}))
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: dual.Name}, vmi)).To(Succeed())
+		Expect(vmi.Status.Interfaces[0].IPs).To(ContainElements("10.20.0.11", "fd00:20::10"))
+		Expect(dual.Status.Addresses).To(ContainElements(
+			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: "10.20.0.11"},
+			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: "fd00:20::10"}))
+
 		deleteCluster(tc)
 		Expect(mgmt().Delete(ctx, foreign)).To(Succeed())
 		Eventually(func(g Gomega) {
