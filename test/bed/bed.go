@@ -66,6 +66,7 @@ type Bed struct {
 	providers     []*Provider
 	capiMu        sync.Mutex // serialises StartCAPIProviders
 	capiProviders []*CAPIProviders
+	ipam          []*IPAMProvider
 }
 
 // Start brings the bed up. Callers must Stop it, which also deletes every Cluster first.
@@ -187,6 +188,13 @@ func (b *Bed) Stop(ctx context.Context) error {
 	}
 	for _, p := range capiProviders {
 		errs = append(errs, p.stop())
+	}
+	b.mu.Lock()
+	ipam := b.ipam
+	b.ipam = nil
+	b.mu.Unlock()
+	for _, p := range ipam {
+		errs = append(errs, p.Stop())
 	}
 	if b.Management != nil {
 		errs = append(errs, b.Management.Stop())
