@@ -39,16 +39,31 @@ var ErrInvalidKubeconfig = errors.New("invalid kubeconfig")
 // instance because Harvester does not answer.
 var ErrNotSynced = errors.New("the Harvester cache is not synced yet")
 
-// CachedKinds are the Harvester kinds the factory's caches hold (only objects labelled as the
-// provider's): what the controllers watch. Volumes are among them so that a machine's deletion
-// learns from events, not by polling, when Harvester has removed its volumes.
+// CachedKinds are the Harvester kinds the factory's caches hold, in the target namespaces: what
+// the controllers watch. Of each kind only the provider's objects (labelled as its) are cached,
+// except load balancers (see cacheSelection). Volumes are among them so that a machine's
+// deletion learns from events, not by polling, when Harvester has removed its volumes.
 func CachedKinds() []client.Object {
 	return []client.Object{&kubevirtv1.VirtualMachine{}, &kubevirtv1.VirtualMachineInstance{}, &lbv1.LoadBalancer{},
 		&corev1.PersistentVolumeClaim{}}
 }
 
+// cacheSelection is which objects of a cached kind a connection's cache holds. Load balancers
+// are all of the target namespaces': besides the provider's control-plane ones, those the
+// guests' cloud controller managers make for their Services carry the CCM's labels, not the
+// provider's, and a cluster's deletion waits for them to go, learning it from their events. A
+// cache takes one label selector per kind, and no selector says "ours or a guest's"; a target
+// namespace holds few load balancers besides these.
+func cacheSelection(kind client.Object) cache.ByObject {
+	if _, ok := kind.(*lbv1.LoadBalancer); ok {
+		return cache.ByObject{}
+	}
+	return cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})}
+}
+
 // Client reaches one Harvester cluster: Client reads live and writes, Cache holds the provider's
-// VMs, VMIs and load balancers of the target namespaces and feeds the controllers' watches.
+// VMs, VMIs and volumes and the load balancers of the target namespaces, and the hosts, and
+// feeds the controllers' watches.
 type Client struct {
 	client.Client
 	Cache  cache.Cache
@@ -242,10 +257,9 @@ func (f *ClientFactory) connect(kubeconfig []byte, fingerprint string, namespace
 	for ns := range namespaces {
 		cacheNamespaces[ns] = cache.Config{}
 	}
-	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
 	byObject := map[client.Object]cache.ByObject{}
 	for _, kind := range CachedKinds() {
-		byObject[kind] = cache.ByObject{Label: ours}
+		byObject[kind] = cacheSelection(kind)
 	}
 	// Hosts, for failure domains: all of them, but only what topology needs.
 	byObject[&corev1.Node{}] = cache.ByObject{Transform: slimNode}
