@@ -123,6 +123,14 @@ test: verify-generated envtest images ## Run every test: unit, envtest and end-t
 TEST_FUZZTIME ?= 4s
 FUZZTIME ?= 2m
 
+# The outage scenario at full length; make test runs it with a 20 s outage.
+CHAOS_OUTAGE ?= 60s
+
+.PHONY: chaos
+chaos: envtest images ## A tenant's Harvester black-holed for CHAOS_OUTAGE (60s) mid-provisioning, another tenant provisioning meanwhile; prints the measurements.
+	CHAOS_OUTAGE=$(CHAOS_OUTAGE) IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -timeout 20m -v ./test/e2e \
+	  -ginkgo.focus 'A Harvester that stops answering' -ginkgo.v -ginkgo.no-color | grep -E '^\s*outage |^(ok|FAIL|---)'
+
 .PHONY: fuzz
 fuzz: envtest ## Run each fuzz target for FUZZTIME (default 2m); crashers land in testdata/fuzz/ as regression seeds.
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh

@@ -84,6 +84,11 @@ type ClientFactory struct {
 	SyncTimeout time.Duration
 	// Policy decides which identity kubeconfigs are accepted (see KubeconfigPolicy).
 	Policy KubeconfigPolicy
+	// RequestTimeout bounds each request to a Harvester (DefaultRequestTimeout when zero), and
+	// MaxInFlight how many one connection has out at once (DefaultMaxInFlight): see
+	// requestGuard.
+	RequestTimeout time.Duration
+	MaxInFlight    int
 
 	mu          sync.Mutex
 	ctx         context.Context
@@ -243,7 +248,14 @@ func (f *ClientFactory) connect(kubeconfig []byte, fingerprint string, namespace
 	}
 	cfg.QPS, cfg.Burst = f.QPS, f.Burst
 	cfg.UserAgent = f.UserAgent
-	cfg.Timeout = 30 * time.Second
+	// Each connection has its own rate limit (QPS, Burst) and its own guard: a Harvester that
+	// stops answering holds a few of the shared workers for a few seconds, not all of them for
+	// long. The guard's deadline is per request; a whole-client timeout (rest.Config.Timeout)
+	// would also cut the caches' watches every time it runs out.
+	host := cfg.Host
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return newRequestGuard(rt, host, f.RequestTimeout, f.MaxInFlight)
+	})
 
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
