@@ -140,8 +140,8 @@ providers: ## Build the RKE2 and K3s bootstrap and control-plane managers the e2
 	hack/ensure-providers.sh >/dev/null
 
 .PHONY: chaos
-CHAOS_FOCUS ?= Manager restarts|Deletion|outage
-chaos: envtest images providers ## The fault scenarios at full size (30 machines, 20 manager kills, 30 deleted at once) and their table (out/chaos.md).
+CHAOS_FOCUS ?= Manager restarts|Deletion|stops answering
+chaos: envtest images providers ## The fault scenarios at full size (30 machines, 20 manager kills, 30 deleted at once, a 60 s Harvester outage) and their table (out/chaos.md).
 	CHAOS_MACHINES=30 CHAOS_KILLS=20 CHAOS_DELETE_MACHINES=30 CHAOS_OUTAGE=60s CHAOS_REPORT=$(ROOT)/out/chaos.md \
 	  IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -timeout 60m ./test/e2e -ginkgo.focus '$(CHAOS_FOCUS)'
 	@cat $(ROOT)/out/chaos.md

@@ -46,6 +46,15 @@ const fallbackRequeue = 5 * time.Minute
 // looks again.
 const referenceRecheck = 15 * time.Second
 
+// unreachableRecheck is how soon a machine whose Harvester did not answer tries again. Its
+// return sends no event, and an error's exponential back-off would have grown to minutes by the
+// end of a long outage; while Harvester stays silent the connection's guard fails the retries at
+// once, without a request (harvester.requestGuard).
+const unreachableRecheck = 5 * time.Second
+
+// errUnreachable marks an error of a Harvester that did not answer.
+var errUnreachable = errors.New("harvester unreachable")
+
 // HarvesterMachineReconciler reconciles HarvesterMachines: a KubeVirt VM per machine on
 // Harvester, its volumes and cloud-init, and the machine's providerID, addresses and status.
 type HarvesterMachineReconciler struct {
@@ -158,7 +167,14 @@ func (r *HarvesterMachineReconciler) machinesOfCluster(ctx context.Context, name
 }
 
 // Reconcile brings a HarvesterMachine's VM on Harvester to the desired state.
-func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+	// Deferred first, so it runs last: after the patch has recorded the condition.
+	defer func() {
+		if errors.Is(reterr, errUnreachable) {
+			ctrl.LoggerFrom(ctx).Info("Harvester does not answer; trying again", "after", unreachableRecheck, "error", reterr.Error())
+			res, reterr = ctrl.Result{RequeueAfter: unreachableRecheck}, nil
+		}
+	}()
 	hm := &infrav1.HarvesterMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, hm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -536,6 +552,9 @@ func (r *HarvesterMachineReconciler) harvesterError(hm *infrav1.HarvesterMachine
 	var ce *harvester.ConnectionError
 	if errors.As(harvester.ClassifyError(err, doing), &ce) {
 		setVMCondition(hm, metav1.ConditionFalse, ce.Reason, ce.Message)
+		if ce.Reason == infrav1.HarvesterUnreachableReason {
+			return fmt.Errorf("%s: %w: %w", doing, errUnreachable, err)
+		}
 	}
 	return fmt.Errorf("%s: %w", doing, err)
 }
