@@ -16,7 +16,7 @@ type Faults struct {
 	rules    []*apiFault
 	rand     *rand.Rand
 	noIP     map[string]bool // VM namespace/name, or "*"
-	requests map[string]int  // resource -> requests seen, for tests
+	requests map[string]int  // resource, and "verb resource", -> requests seen, for tests
 	// tokenLifetime, when set, is the lifetime the TokenRequest API reports granting.
 	tokenLifetime time.Duration
 }
@@ -102,6 +102,14 @@ func (f *Faults) Requests(resource string) int {
 	return f.requests[resource]
 }
 
+// RequestsOf returns how many requests of one verb (list, watch, get, ...) for a resource
+// passed through the proxy.
+func (f *Faults) RequestsOf(resource, verb string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests[verb+" "+resource]
+}
+
 func (f *Faults) ipWithheld(namespace, name string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -113,6 +121,7 @@ func (f *Faults) decide(resource, verb string) (time.Duration, int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests[resource]++
+	f.requests[verb+" "+resource]++
 	var latency time.Duration
 	for _, r := range f.rules {
 		if (r.resource != "*" && r.resource != resource) || (r.verb != "*" && r.verb != verb) {

@@ -148,6 +148,9 @@ type Harvester struct {
 	proxy *faultProxy
 	ips   *ipAllocator
 
+	mu        sync.Mutex
+	endpoints []*faultProxy // NewEndpoint's
+
 	stopOnce sync.Once
 }
 
@@ -211,6 +214,11 @@ func (h *Harvester) Stop() error {
 		if h.proxy != nil {
 			err = h.proxy.close()
 		}
+		h.mu.Lock()
+		for _, p := range h.endpoints {
+			err = errors.Join(err, p.close())
+		}
+		h.mu.Unlock()
 		err = errors.Join(err, h.Env.Stop())
 	})
 	return err
