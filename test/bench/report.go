@@ -82,6 +82,9 @@ type APICost struct {
 	// SteadyPerMinute is the provider's requests per minute in that window, by verb (server
 	// side; watches that stay open count once, when they open).
 	SteadyPerMinute map[string]float64 `json:"steadyPerMinute"`
+	// SteadyByResource is the provider's requests in that window by "verb resource" (server
+	// side): what to remove to reach 0.
+	SteadyByResource map[string]int `json:"steadyByResource"`
 	// SteadyClientPerMinute is the same counted by the provider's round-tripper.
 	SteadyClientPerMinute map[string]float64 `json:"steadyClientPerMinute"`
 	// Connections is how many connections (identity Secrets) the round-tripper counted.
@@ -290,7 +293,8 @@ func (r *Report) Markdown() string {
 	}) {
 		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", v, c.ClientPerMachine[v], c.ServerPerMachine[v], c.BaselinePerMachine[v])
 	}
-	fmt.Fprintf(&b, "\nSteady state, requests per minute by verb (server side): %v; client side: %v.\n", c.SteadyPerMinute, c.SteadyClientPerMinute)
+	fmt.Fprintf(&b, "\nSteady state, requests per minute by verb (server side): %v; client side: %v; requests in the window by verb and resource (server side): %v.\n",
+		c.SteadyPerMinute, c.SteadyClientPerMinute, c.SteadyByResource)
 	if so := r.ScaleOut; so != nil {
 		fmt.Fprintf(&b, "\nScale-out: %d machines on two managers (--watch-filter shard-a / shard-b), all provisioned in %.1f s. Objects reconciled: %v; reconciles: %v; reconciled by both: %d %v.\n",
 			so.Machines, so.Seconds, so.Reconciled, so.Reconciles, len(so.Both), so.Both)
