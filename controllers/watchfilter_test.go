@@ -14,7 +14,7 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
-func TestWatchFilteredKeepsOnlyTheShardsObjects(t *testing.T) {
+func TestWatchFilteredKeepsOnlyTheManagersObjects(t *testing.T) {
 	scheme, err := NewScheme()
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestWatchFilteredKeepsOnlyTheShardsObjects(t *testing.T) {
 		return out
 	}
 	newMachine := func() client.Object { return &infrav1.HarvesterMachine{} }
-	for filter, want := range map[string][]string{"shard-a": {"a"}, "shard-b": {"b"}, "": {"a", "b", "none", "gone"}} {
+	for filter, want := range map[string][]string{"shard-a": {"a"}, "shard-b": {"b"}, "": {"a", "b", "none"}} {
 		var got []string
 		for _, req := range watchFiltered(reader, filter, newMachine, all)(context.Background(), nil) {
 			got = append(got, req.Name)
