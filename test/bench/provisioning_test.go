@@ -54,7 +54,7 @@ func onAddUpdate(on func(any)) toolscache.ResourceEventHandlerFuncs {
 }
 
 // watch calls on for every add and update of obj's kind in a manager's cache.
-func watch(ctx context.Context, b *testing.B, c cache.Cache, obj client.Object, on func(any)) {
+func watch(ctx context.Context, b testing.TB, c cache.Cache, obj client.Object, on func(any)) {
 	inf, err := c.GetInformer(ctx, obj)
 	must(b, err)
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -64,7 +64,7 @@ func watch(ctx context.Context, b *testing.B, c cache.Cache, obj client.Object, 
 	must(b, err)
 }
 
-func must(b *testing.B, err error) {
+func must(b testing.TB, err error) {
 	b.Helper()
 	if err != nil {
 		b.Fatal(err)

@@ -95,6 +95,43 @@ func readSettings() (settings, error) {
 func BenchmarkSuite(b *testing.B) {
 	s, err := readSettings()
 	must(b, err)
+	r := runSuite(b, s)
+	md, err := r.Write(s.out)
+	must(b, err)
+	fmt.Print(md)
+	fmt.Printf("\nwritten: %s\n", filepath.Join(s.out, "report.{md,json}"))
+}
+
+// TestSuiteRunsSmall runs every part of the bench at a tiny size, so that the bench's code keeps
+// working; it checks that each part measured something, never how fast.
+func TestSuiteRunsSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole bed")
+	}
+	s := settings{machines: 3, clusters: 2, steady: time.Second, scaleOut: true, concurrency: 10, services: 2, out: t.TempDir()}
+	r := runSuite(t, s)
+	if r.P1.Provider.N != s.machines || r.P1.Baseline.N != s.machines {
+		t.Errorf("P1 measured %d machines and %d baseline VMs, want %d", r.P1.Provider.N, r.P1.Baseline.N, s.machines)
+	}
+	if r.P2.Create.Seconds <= 0 || r.P2.Delete.Seconds <= 0 || r.P2.BaselineCreate.Seconds <= 0 {
+		t.Errorf("P2 has empty phases: %+v", r.P2)
+	}
+	if r.P3.ServerPerMachine["create"] == 0 || r.P3.ClientPerMachine["create"] == 0 || r.P3.BaselinePerMachine["create"] == 0 {
+		t.Errorf("P3 counted no creates: %+v", r.P3)
+	}
+	if r.P4 == nil || r.P4.Provider.N != s.services {
+		t.Errorf("P4 measured %+v, want %d Services", r.P4, s.services)
+	}
+	if r.ScaleOut == nil || r.ScaleOut.Reconciled["shard-a"] == 0 || r.ScaleOut.Reconciled["shard-b"] == 0 {
+		t.Errorf("scale-out: %+v", r.ScaleOut)
+	}
+	if _, err := r.Write(s.out); err != nil {
+		t.Error(err)
+	}
+}
+
+func runSuite(b testing.TB, s settings) *Report {
+	var err error
 	ctx := context.Background()
 	tb, err := bed.Start(ctx, bed.Options{})
 	must(b, err)
@@ -169,10 +206,7 @@ func BenchmarkSuite(b *testing.B) {
 		must(b, err)
 		r.Notes = append(r.Notes, fmt.Sprintf("P4: %d LoadBalancer Services created at once in one guest cluster; the cloud provider runs in-process with k8s.io/cloud-provider's service controller (5 workers), which writes the Service's status (pool IPAM; kube-vip is not simulated).", s.services))
 	}
-	md, err := r.Write(s.out)
-	must(b, err)
-	fmt.Print(md)
-	fmt.Printf("\nwritten: %s\n", filepath.Join(s.out, "report.{md,json}"))
+	return r
 }
 
 func vmiUp(vmi *kubevirtv1.VirtualMachineInstance) bool {
