@@ -87,6 +87,12 @@ type APICost struct {
 	SteadyByResource map[string]int `json:"steadyByResource"`
 	// SteadyClientPerMinute is the same counted by the provider's round-tripper.
 	SteadyClientPerMinute map[string]float64 `json:"steadyClientPerMinute"`
+	// ManagementPerMachine is the provider's requests to the management cluster per machine
+	// lifecycle, by verb (counted on its connection by the bench); ManagementByResource the
+	// same by "verb resource", in all; ManagementSteadyPerMinute those of the steady state.
+	ManagementPerMachine      map[string]float64 `json:"managementPerMachine"`
+	ManagementByResource      map[string]int     `json:"managementByResource"`
+	ManagementSteadyPerMinute map[string]float64 `json:"managementSteadyPerMinute"`
 	// Connections is how many connections (identity Secrets) the round-tripper counted.
 	Connections int `json:"connections"`
 }
@@ -272,6 +278,8 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "| P3 Harvester requests per machine lifecycle (server side) | %.1f | %.1f | %s |\n", sum(c.ServerPerMachine), sum(c.BaselinePerMachine), ratio(sum(c.ServerPerMachine), sum(c.BaselinePerMachine)))
 	fmt.Fprintf(&b, "| P3 Harvester writes per machine lifecycle (server side) | %.1f | %.1f | %s |\n", writes(c.ServerPerMachine), writes(c.BaselinePerMachine), ratio(writes(c.ServerPerMachine), writes(c.BaselinePerMachine)))
 	fmt.Fprintf(&b, "| P3 requests per minute at steady state (%.0f s window, server side) | %.1f | 0 (idle client) | |\n", c.SteadyWindowSeconds, sum(c.SteadyPerMinute))
+	fmt.Fprintf(&b, "| P3 management-cluster requests per machine lifecycle (writes) | %.1f (%.1f) | | |\n", sum(c.ManagementPerMachine), writes(c.ManagementPerMachine))
+	fmt.Fprintf(&b, "| P3 management-cluster requests per minute at steady state | %.1f | | |\n", sum(c.ManagementSteadyPerMinute))
 	if r.P4 != nil {
 		lat("P4", r.P4)
 	} else {
@@ -293,6 +301,7 @@ func (r *Report) Markdown() string {
 	}) {
 		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", v, c.ClientPerMachine[v], c.ServerPerMachine[v], c.BaselinePerMachine[v])
 	}
+	fmt.Fprintf(&b, "\nManagement cluster, per machine lifecycle by verb: %v; at steady state, per minute: %v.\n", c.ManagementPerMachine, c.ManagementSteadyPerMinute)
 	fmt.Fprintf(&b, "\nSteady state, requests per minute by verb (server side): %v; client side: %v; requests in the window by verb and resource (server side): %v.\n",
 		c.SteadyPerMinute, c.SteadyClientPerMinute, c.SteadyByResource)
 	if so := r.ScaleOut; so != nil {

@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -316,7 +317,8 @@ type providerResult struct {
 // once, waits until every HarvesterMachine is provisioned, watches the steady state, deletes the
 // Clusters and waits until Harvester is clean.
 func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, running, provisioned *stamps) (*providerResult, error) {
-	stop, err := startManager(ctx, tb, "", newReconcileLog(), s)
+	mgmt := newRequestCounter()
+	stop, err := startManager(ctx, tb, "", newReconcileLog(), s, mgmt)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +326,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	res := &providerResult{}
 	clusters := spread(s.machines, s.clusters)
 
-	server0, client0 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests()
+	server0, client0, mgmt0 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
 	meter := startMeter()
 	start := time.Now()
 	if err := createClusters(ctx, tb, kubeconfig, "bench", clusters, func(int) map[string]string { return nil }, s.concurrency); err != nil {
@@ -335,7 +337,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		return nil, err
 	}
 	res.create = meter.stop()
-	server1, client1 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests()
+	server1, client1, mgmt1 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
 	var at []time.Time
 	for _, n := range names {
 		p, _ := provisioned.get(n)
@@ -358,7 +360,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	server2, client2 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests()
+	server2, client2, mgmt2 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
 	perMinute := func(d map[string]int) map[string]float64 {
 		out := map[string]float64{}
 		for k, n := range d {
@@ -372,6 +374,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	res.cost.SteadyWindowSeconds = s.steady.Seconds()
 	res.cost.SteadyPerMinute = perMinute(diff(server2, server1))
 	res.cost.SteadyByResource = diff(server2, server1)
+	res.cost.ManagementSteadyPerMinute = perMinute(diff(mgmt2, mgmt1))
 	res.cost.SteadyClientPerMinute = perMinute(diff(client2.byVerbResource, client1.byVerbResource))
 
 	meter = startMeter()
@@ -386,7 +389,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		return nil, err
 	}
 	res.delete = meter.stop()
-	server3, client3 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests()
+	server3, client3, mgmt3 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
 
 	lifecycle := add(diff(server1, server0), diff(server3, server2))
 	clientLifecycle := add(diff(client1.byVerbResource, client0.byVerbResource), diff(client3.byVerbResource, client2.byVerbResource))
@@ -394,6 +397,9 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	res.cost.ServerPerMachine = perMachine(lifecycle, s.machines, verbOf)
 	res.cost.ClientPerMachine = perMachine(clientLifecycle, s.machines, verbOf)
 	res.cost.Connections = len(client3.connections)
+	mgmtLifecycle := add(diff(mgmt1, mgmt0), diff(mgmt3, mgmt2))
+	res.cost.ManagementPerMachine = perMachine(mgmtLifecycle, s.machines, verbOf)
+	res.cost.ManagementByResource = mgmtLifecycle
 	return res, nil
 }
 
@@ -404,7 +410,7 @@ func runScaleOut(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	logs := map[string]*reconcileLog{}
 	for _, shard := range shards {
 		logs[shard] = newReconcileLog()
-		stop, err := startManager(ctx, tb, shard, logs[shard], s)
+		stop, err := startManager(ctx, tb, shard, logs[shard], s, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -448,12 +454,16 @@ func runScaleOut(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 
 // startManager runs the provider on its own manager against the management cluster, as main.go
 // does (with --watch-filter when filter is set), logging only its reconciles into log.
-func startManager(ctx context.Context, tb *bed.Bed, filter string, log *reconcileLog, s settings) (stop func(), err error) {
+func startManager(ctx context.Context, tb *bed.Bed, filter string, log *reconcileLog, s settings, requests *requestCounter) (stop func(), err error) {
 	scheme, err := controllers.NewScheme()
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(tb.Management.Config, ctrl.Options{
+	cfg := rest.CopyConfig(tb.Management.Config)
+	if requests != nil {
+		cfg.Wrap(requests.wrap)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Logger:                 log.Logger(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
