@@ -48,7 +48,7 @@ func runCCM(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, ser
 	// The cloud provider and the service controller log through klog; the figures are the output.
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
-	stopManager, err := startManager(ctx, tb, "", newReconcileLog(), s, nil)
+	stopManager, err := startManager(ctx, tb, managerScope{}, newReconcileLog(), s, nil)
 	if err != nil {
 		return nil, err
 	}

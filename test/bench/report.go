@@ -27,9 +27,9 @@ type Report struct {
 	P2 Scale   `json:"p2"`
 	P3 APICost `json:"p3"`
 	// P4 is empty when the run did not measure it (see Notes).
-	P4       *Latency  `json:"p4,omitempty"`
-	ScaleOut *ScaleOut `json:"scaleOut,omitempty"`
-	Notes    []string  `json:"notes,omitempty"`
+	P4       *Latency   `json:"p4,omitempty"`
+	ScaleOut []ScaleOut `json:"scaleOut,omitempty"`
+	Notes    []string   `json:"notes,omitempty"`
 	// Series are the curves of the plot.
 	Series Series `json:"series"`
 }
@@ -97,9 +97,11 @@ type APICost struct {
 	Connections int `json:"connections"`
 }
 
-// ScaleOut is two managers on disjoint halves (label-filtered with --watch-filter).
+// ScaleOut is two managers on disjoint halves of the clusters.
 type ScaleOut struct {
-	Machines int `json:"machines"`
+	// Mode is how the managers are sharded: "label" (--watch-filter) or "namespace" (--namespace).
+	Mode     string `json:"mode"`
+	Machines int    `json:"machines"`
 	// Reconciled is how many distinct objects each manager reconciled, by manager.
 	Reconciled map[string]int `json:"reconciled"`
 	// Reconciles is how many reconciles each manager ran, by manager.
@@ -304,9 +306,13 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "\nManagement cluster, per machine lifecycle by verb: %v; at steady state, per minute: %v.\n", c.ManagementPerMachine, c.ManagementSteadyPerMinute)
 	fmt.Fprintf(&b, "\nSteady state, requests per minute by verb (server side): %v; client side: %v; requests in the window by verb and resource (server side): %v.\n",
 		c.SteadyPerMinute, c.SteadyClientPerMinute, c.SteadyByResource)
-	if so := r.ScaleOut; so != nil {
-		fmt.Fprintf(&b, "\nScale-out: %d machines on two managers (--watch-filter shard-a / shard-b), all provisioned in %.1f s. Objects reconciled: %v; reconciles: %v; reconciled by both: %d %v.\n",
-			so.Machines, so.Seconds, so.Reconciled, so.Reconciles, len(so.Both), so.Both)
+	for _, so := range r.ScaleOut {
+		how := "--watch-filter shard-a / shard-b"
+		if so.Mode == "namespace" {
+			how = "--namespace, one cluster each, one Harvester target namespace"
+		}
+		fmt.Fprintf(&b, "\nScale-out by %s: %d machines on two managers (%s), all provisioned in %.1f s. Objects reconciled: %v; reconciles: %v; reconciled by both: %d %v.\n",
+			so.Mode, so.Machines, how, so.Seconds, so.Reconciled, so.Reconciles, len(so.Both), so.Both)
 	}
 	if len(r.Notes) > 0 {
 		b.WriteString("\nNotes:\n")

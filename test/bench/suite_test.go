@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -123,12 +124,19 @@ func TestSuiteRunsSmall(t *testing.T) {
 	if r.P4 == nil || r.P4.Provider.N != s.services {
 		t.Errorf("P4 measured %+v, want %d Services", r.P4, s.services)
 	}
-	if r.ScaleOut == nil || r.ScaleOut.Reconciled["shard-a"] == 0 || r.ScaleOut.Reconciled["shard-b"] == 0 {
-		t.Errorf("scale-out: %+v", r.ScaleOut)
+	if len(r.ScaleOut) != 2 {
+		t.Errorf("scale-out: %+v, want both modes", r.ScaleOut)
 	}
-	if _, err := r.Write(s.out); err != nil {
+	for _, so := range r.ScaleOut {
+		if so.Reconciled["shard-a"] == 0 || so.Reconciled["shard-b"] == 0 {
+			t.Errorf("scale-out by %s: a manager reconciled nothing: %+v", so.Mode, so)
+		}
+	}
+	md, err := r.Write(s.out)
+	if err != nil {
 		t.Error(err)
 	}
+	t.Log(md)
 }
 
 func runSuite(b testing.TB, s settings) *Report {
@@ -195,11 +203,14 @@ func runSuite(b testing.TB, s settings) *Report {
 		"P3 server side counts what passed the simulated Harvester's fault proxy with the provider's User-Agent; the simulator's controllers use the admin client, around the proxy, and never count.")
 
 	if s.scaleOut {
-		r.ScaleOut, err = runScaleOut(ctx, tb, kubeconfig, s, provisioned)
-		must(b, err)
-		if len(r.ScaleOut.Both) > 0 {
-			// Not a speed: two shards acting on one object is a fault.
-			b.Errorf("objects reconciled by both sharded managers: %v", r.ScaleOut.Both)
+		for _, mode := range []string{"label", "namespace"} {
+			so, err := runScaleOut(ctx, tb, kubeconfig, s, provisioned, mode)
+			must(b, err)
+			r.ScaleOut = append(r.ScaleOut, *so)
+			if len(so.Both) > 0 {
+				// Not a speed: two shards acting on one object is a fault.
+				b.Errorf("scale-out by %s: objects reconciled by both managers: %v", mode, so.Both)
+			}
 		}
 	}
 	if s.services > 0 {
@@ -318,7 +329,7 @@ type providerResult struct {
 // Clusters and waits until Harvester is clean.
 func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, running, provisioned *stamps) (*providerResult, error) {
 	mgmt := newRequestCounter()
-	stop, err := startManager(ctx, tb, "", newReconcileLog(), s, mgmt)
+	stop, err := startManager(ctx, tb, managerScope{}, newReconcileLog(), s, mgmt)
 	if err != nil {
 		return nil, err
 	}
@@ -403,33 +414,42 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	return res, nil
 }
 
-// runScaleOut runs two managers, one per watch-filter value, on disjoint halves of the clusters
-// and counts which objects each reconciled.
-func runScaleOut(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, provisioned *stamps) (*ScaleOut, error) {
+// runScaleOut runs two managers on disjoint halves of the clusters and counts which objects each
+// reconciled. By "label", each manager has a --watch-filter value and the clusters of its half
+// carry it; by "namespace", each manager is scoped to one namespace (--namespace) holding one
+// cluster, and both clusters share Harvester's target namespace.
+func runScaleOut(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, provisioned *stamps, mode string) (*ScaleOut, error) {
 	shards := []string{"shard-a", "shard-b"}
+	prefix, clusters := "label", spread(s.machines, max(2, s.clusters))
+	labels := func(i int) map[string]string { return map[string]string{watchFilterLabel: shards[i%2]} }
+	if mode == "namespace" {
+		prefix, clusters = "scoped", spread(s.machines, 2)
+		labels = func(int) map[string]string { return nil }
+	}
 	logs := map[string]*reconcileLog{}
-	for _, shard := range shards {
+	for i, shard := range shards {
 		logs[shard] = newReconcileLog()
-		stop, err := startManager(ctx, tb, shard, logs[shard], s, nil)
+		filter, namespace := shard, ""
+		if mode == "namespace" {
+			filter, namespace = "", fmt.Sprintf("%s-%d", prefix, i)
+		}
+		stop, err := startManager(ctx, tb, managerScope{filter: filter, namespace: namespace}, logs[shard], s, nil)
 		if err != nil {
 			return nil, err
 		}
 		defer stop()
 	}
-	clusters := spread(s.machines, max(2, s.clusters))
 	start := time.Now()
-	if err := createClusters(ctx, tb, kubeconfig, "shard", clusters, func(i int) map[string]string {
-		return map[string]string{watchFilterLabel: shards[i%2]}
-	}, s.concurrency); err != nil {
+	if err := createClusters(ctx, tb, kubeconfig, prefix, clusters, labels, s.concurrency); err != nil {
 		return nil, err
 	}
-	if _, err := waitProvisioned(ctx, tb, "shard", s.machines, provisioned); err != nil {
+	if _, err := waitProvisioned(ctx, tb, prefix, s.machines, provisioned); err != nil {
 		return nil, err
 	}
-	out := &ScaleOut{Machines: s.machines, Seconds: round3(time.Since(start).Seconds()), Reconciled: map[string]int{}, Reconciles: map[string]int{}}
+	out := &ScaleOut{Mode: mode, Machines: s.machines, Seconds: round3(time.Since(start).Seconds()), Reconciled: map[string]int{}, Reconciles: map[string]int{}}
 	for i := range clusters {
 		cluster := &clusterv1.Cluster{}
-		cluster.Namespace, cluster.Name = fmt.Sprintf("shard-%d", i), "bench"
+		cluster.Namespace, cluster.Name = fmt.Sprintf("%s-%d", prefix, i), "bench"
 		if err := tb.Management.Client.Delete(ctx, cluster); err != nil {
 			return nil, err
 		}
@@ -449,12 +469,16 @@ func runScaleOut(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 			out.Both = append(out.Both, obj)
 		}
 	}
+	slices.Sort(out.Both)
 	return out, nil
 }
 
+// managerScope is what a manager reconciles: main.go's --watch-filter and --namespace.
+type managerScope struct{ filter, namespace string }
+
 // startManager runs the provider on its own manager against the management cluster, as main.go
-// does (with --watch-filter when filter is set), logging only its reconciles into log.
-func startManager(ctx context.Context, tb *bed.Bed, filter string, log *reconcileLog, s settings, requests *requestCounter) (stop func(), err error) {
+// does (with --watch-filter and --namespace as scope says), logging only its reconciles into log.
+func startManager(ctx context.Context, tb *bed.Bed, scope managerScope, log *reconcileLog, s settings, requests *requestCounter) (stop func(), err error) {
 	scheme, err := controllers.NewScheme()
 	if err != nil {
 		return nil, err
@@ -469,12 +493,13 @@ func startManager(ctx context.Context, tb *bed.Bed, filter string, log *reconcil
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: controllers.UncachedObjects()}},
+		Cache:                  cacheOptions(scope.namespace),
 	})
 	if err != nil {
 		return nil, err
 	}
 	if err := controllers.Setup(ctx, mgr, controllers.Options{
-		WatchFilterValue: filter, ClusterConcurrency: 5, MachineConcurrency: s.concurrency,
+		WatchFilterValue: scope.filter, ClusterConcurrency: 5, MachineConcurrency: s.concurrency,
 		HarvesterQPS: 100, HarvesterBurst: 200, SkipNameValidation: true,
 	}); err != nil {
 		return nil, err
@@ -483,6 +508,13 @@ func startManager(ctx context.Context, tb *bed.Bed, filter string, log *reconcil
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mgrCtx) }()
 	return func() { cancel(); <-done }, nil
+}
+
+func cacheOptions(namespace string) cache.Options {
+	if namespace == "" {
+		return cache.Options{}
+	}
+	return cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}}
 }
 
 // spread splits machines over clusters as evenly as it goes.
