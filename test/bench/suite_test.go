@@ -110,9 +110,10 @@ func TestSuiteRunsSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole bed")
 	}
-	// No P4 here: the guest's kube-apiserver it starts has twice failed to stop within envtest's
-	// 20 s on this busy 2-core machine (the bed's teardown, not the bench), which would make
-	// `make test` flaky; `make bench` runs P4.
+	// No P4 here yet: its guest's kube-apiserver failed to stop within envtest's 20 s in 3 of 4
+	// runs while in-process managers left ClusterCache watches open on it. Setup now stops the
+	// ClusterCache with its manager and the next run passed; add P4 back once more runs confirm
+	// it, so that `make test` does not turn flaky. `make bench` runs P4.
 	s := settings{machines: 3, clusters: 2, steady: time.Second, scaleOut: true, concurrency: 10, out: t.TempDir()}
 	r := runSuite(t, s)
 	if r.P1.Provider.N != s.machines || r.P1.Baseline.N != s.machines {
