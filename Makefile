@@ -16,6 +16,10 @@ KUBE_VERSION ?= v1.35.4
 ETCD_VERSION ?= v3.5.21
 KUBEBUILDER_ASSETS := $(BIN)/k8s/$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
 
+# Cluster API's in-cluster IPAM provider, which the e2e bed runs as its own process.
+IPAM_PROVIDER_VERSION ?= v1.1.0
+IPAM_PROVIDER_DIR := $(BIN)/ipam-in-cluster/$(IPAM_PROVIDER_VERSION)
+
 IMG ?= ghcr.io/seed-0a7eb009/cluster-api-provider-harvester:dev
 CCM_IMG ?= ghcr.io/seed-0a7eb009/harvester-cloud-controller-manager:dev
 TEST_TIMEOUT ?= 45m
@@ -116,8 +120,8 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 ##@ Test
 
 .PHONY: test
-test: verify-generated envtest providers images ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
-	IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+test: verify-generated envtest providers ipam-provider images ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
+	IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 
 TEST_FUZZTIME ?= 4s
@@ -136,11 +140,15 @@ providers: ## Build the RKE2 and K3s bootstrap and control-plane managers the e2
 	hack/ensure-providers.sh >/dev/null
 
 .PHONY: chaos
-CHAOS_FOCUS ?= Manager restarts|Deletion|outage
-chaos: envtest images providers ## The fault scenarios at full size (30 machines, 20 manager kills, 30 deleted at once) and their table (out/chaos.md).
+CHAOS_FOCUS ?= Manager restarts|Deletion|stops answering
+chaos: envtest images providers ## The fault scenarios at full size (30 machines, 20 manager kills, 30 deleted at once, a 60 s Harvester outage) and their table (out/chaos.md).
 	CHAOS_MACHINES=30 CHAOS_KILLS=20 CHAOS_DELETE_MACHINES=30 CHAOS_OUTAGE=60s CHAOS_REPORT=$(ROOT)/out/chaos.md \
 	  IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -timeout 60m ./test/e2e -ginkgo.focus '$(CHAOS_FOCUS)'
 	@cat $(ROOT)/out/chaos.md
+
+.PHONY: ipam-provider
+ipam-provider: ## Build Cluster API's in-cluster IPAM provider and copy its CRDs into bin/ipam-in-cluster once (for the e2e bed).
+	IPAM_VERSION=$(IPAM_PROVIDER_VERSION) hack/ensure-ipam-provider.sh $(IPAM_PROVIDER_DIR) >/dev/null
 
 .PHONY: e2e-harvester
 e2e-harvester: envtest ## The end-to-end suite against a real Harvester: HARVESTER_KUBECONFIG (admin), HARVESTER_NETWORK, HARVESTER_IMAGE [, HARVESTER_LB_IPAM].

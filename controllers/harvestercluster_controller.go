@@ -127,8 +127,13 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 	return nil
 }
 
-// loadBalancerToCluster maps a control-plane load balancer to its HarvesterCluster.
+// loadBalancerToCluster maps a control-plane load balancer to its HarvesterCluster, and one a
+// guest's cloud controller manager made to its HarvesterCluster while that is being deleted
+// (which waits for them to go; a live cluster has nothing to do on their changes).
 func (r *HarvesterClusterReconciler) loadBalancerToCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	if guest := obj.GetLabels()[harvester.LabelLBCluster]; guest != "" {
+		return r.guestLoadBalancerToCluster(ctx, obj, guest)
+	}
 	id := obj.GetLabels()[harvester.LabelCluster]
 	if id == "" {
 		return nil
@@ -140,6 +145,20 @@ func (r *HarvesterClusterReconciler) loadBalancerToCluster(ctx context.Context, 
 			continue
 		}
 		if name := hc.Labels[clusterv1.ClusterNameLabel]; name != "" && harvester.ClusterID(hc.Namespace, name) == id {
+			reqs = append(reqs, req)
+		}
+	}
+	return reqs
+}
+
+func (r *HarvesterClusterReconciler) guestLoadBalancerToCluster(ctx context.Context, obj client.Object, guest string) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, req := range r.allClusters(ctx, obj) {
+		hc := &infrav1.HarvesterCluster{}
+		if err := r.Client.Get(ctx, req.NamespacedName, hc); err != nil || hc.DeletionTimestamp.IsZero() || hc.Spec.TargetNamespace != obj.GetNamespace() {
+			continue
+		}
+		if name := hc.Labels[clusterv1.ClusterNameLabel]; name != "" && harvester.LabelValue(harvester.ClusterID(hc.Namespace, name)) == guest {
 			reqs = append(reqs, req)
 		}
 	}
@@ -453,6 +472,11 @@ func (r *HarvesterClusterReconciler) reconcileLoadBalancer(ctx context.Context, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if lb.Labels[harvester.LabelManagedBy] != harvester.ManagedByValue {
+		setClusterCondition(hc, infrav1.LoadBalancerReadyCondition, metav1.ConditionFalse, infrav1.NameTakenReason,
+			fmt.Sprintf("a load balancer named %s already exists in Harvester namespace %s and was not made for this cluster; it is left untouched", lb.Name, lb.Namespace))
+		return ctrl.Result{}, nil
+	}
 	hc.Status.LoadBalancer.Name = lb.Name
 	address := harvester.LoadBalancerAddress(lb)
 	if address == "" {
@@ -554,7 +578,7 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 		return ctrl.Result{}, err
 	}
 	if gone, err := r.deleteGuestLoadBalancers(ctx, s); err != nil || !gone {
-		return ctrl.Result{RequeueAfter: guestLBRecheck}, err
+		return ctrl.Result{}, err // each one's deletion event brings us back
 	}
 	if err := r.deleteGuestVolumes(ctx, s); err != nil {
 		return ctrl.Result{}, err
@@ -577,17 +601,14 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 	return ctrl.Result{}, r.finishDelete(ctx, s)
 }
 
-// guestLBRecheck is how soon a deletion looks again at load balancers the guest's cloud
-// controller manager made; they are not in the provider's cache, so no event brings it back.
-const guestLBRecheck = 2 * time.Second
-
 // deleteGuestLoadBalancers deletes the load balancers the guest's cloud controller manager made
 // for its Services (labelled with the guest's cluster name, the CCM's --cluster-name), which
-// would otherwise hold their IPs after the guest is gone. It tells whether none is left.
+// would otherwise hold their IPs after the guest is gone. It tells whether none is left. They are
+// in the connection's cache, whose events of them bring the deletion back (guestLoadBalancerToCluster).
 func (r *HarvesterClusterReconciler) deleteGuestLoadBalancers(ctx context.Context, s *clusterScope) (bool, error) {
 	hc := s.hc
 	lbs := &lbv1.LoadBalancerList{}
-	if err := s.client.List(ctx, lbs, client.InNamespace(hc.Spec.TargetNamespace), client.MatchingLabels{
+	if err := s.client.Cache.List(ctx, lbs, client.InNamespace(hc.Spec.TargetNamespace), client.MatchingLabels{
 		harvester.LabelLBCluster: harvester.LabelValue(harvester.ClusterID(hc.Namespace, s.cluster.Name)),
 	}); err != nil {
 		return false, r.harvesterError(hc, infrav1.LoadBalancerReadyCondition, harvester.ClassifyError(err, "listing the guest's load balancers"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/finalizers"
@@ -44,6 +46,15 @@ const fallbackRequeue = 5 * time.Minute
 // looks again.
 const referenceRecheck = 15 * time.Second
 
+// unreachableRecheck is how soon a machine whose Harvester did not answer tries again. Its
+// return sends no event, and an error's exponential back-off would have grown to minutes by the
+// end of a long outage; while Harvester stays silent the connection's guard fails the retries at
+// once, without a request (harvester.requestGuard).
+const unreachableRecheck = 5 * time.Second
+
+// errUnreachable marks an error of a Harvester that did not answer.
+var errUnreachable = errors.New("harvester unreachable")
+
 // HarvesterMachineReconciler reconciles HarvesterMachines: a KubeVirt VM per machine on
 // Harvester, its volumes and cloud-init, and the machine's providerID, addresses and status.
 type HarvesterMachineReconciler struct {
@@ -71,6 +82,9 @@ func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr c
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(
 			util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("HarvesterMachine")))).
 		Watches(&infrav1.HarvesterCluster{}, handler.EnqueueRequestsFromMapFunc(r.harvesterClusterToMachines)).
+		// Static addresses: a claim's binding, and its IPAddress appearing in the cache.
+		Owns(&ipamv1.IPAddressClaim{}).
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.ipAddressToMachine)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToMachines),
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
 		Build(r)
@@ -156,7 +170,14 @@ func (r *HarvesterMachineReconciler) machinesOfCluster(ctx context.Context, name
 }
 
 // Reconcile brings a HarvesterMachine's VM on Harvester to the desired state.
-func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+	// Deferred first, so it runs last: after the patch has recorded the condition.
+	defer func() {
+		if errors.Is(reterr, errUnreachable) {
+			ctrl.LoggerFrom(ctx).Info("Harvester does not answer; trying again", "after", unreachableRecheck, "error", reterr.Error())
+			res, reterr = ctrl.Result{RequeueAfter: unreachableRecheck}, nil
+		}
+	}()
 	hm := &infrav1.HarvesterMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, hm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -271,6 +292,20 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 		setVMCondition(hm, metav1.ConditionFalse, infrav1.WaitingForClusterInfrastructureReason, "waiting for the HarvesterCluster to be provisioned")
 		return ctrl.Result{}, nil
 	}
+	// Static addresses are claimed before anything else of the VM, so that they show in the
+	// status before it is made; a VM made already keeps the network-data it booted with.
+	ipReady, err := r.reconcileIPAddresses(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !ipReady && hm.Spec.ProviderID == "" {
+		c := conditions.Get(hm, infrav1.IPAddressesReadyCondition)
+		setVMCondition(hm, metav1.ConditionFalse, c.Reason, "waiting for the NICs' static addresses: "+c.Message)
+		return ctrl.Result{RequeueAfter: ipAddressRecheck}, nil
+	}
+	if ipReady && hm.Spec.ProviderID == "" {
+		hm.Status.Addresses = claimedMachineAddresses(hm)
+	}
 	if s.machine.Spec.Bootstrap.DataSecretName == nil {
 		setVMCondition(hm, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason, "waiting for the bootstrap provider to write the bootstrap data")
 		return ctrl.Result{}, nil
@@ -281,7 +316,7 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 
 	vm := &kubevirtv1.VirtualMachine{}
 	vmKey := client.ObjectKey{Namespace: s.hc.Spec.TargetNamespace, Name: harvester.VMName(hm.Name)}
-	err := s.client.Get(ctx, vmKey, vm) // live: a restart must never create a second VM
+	err = s.client.Get(ctx, vmKey, vm) // live: a restart must never create a second VM
 	switch {
 	case apierrors.IsNotFound(err) && hm.Spec.ProviderID != "":
 		// Provisioned once, gone now: never made again under the old name.
@@ -345,11 +380,19 @@ func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineSco
 	if util.IsControlPlaneMachine(s.machine) {
 		in.Role = harvester.RoleControlPlane
 	}
-	if hm.Spec.NetworkData != "" {
+	networkData := []byte(hm.Spec.NetworkData)
+	if usesIPPools(&hm.Spec) {
+		// The webhook and the CRD refuse networkData together with IP pools.
+		if networkData, in.MACAddresses, err = staticNetworkData(hm); err != nil {
+			setIPCondition(hm, metav1.ConditionFalse, infrav1.IPAddressClaimFailedReason, "rendering the network-data: "+err.Error())
+			return ctrl.Result{}, nil
+		}
+	}
+	if len(networkData) > 0 {
 		in.NetworkDataSecret = in.UserDataSecret
 	}
 	in.FailureDomain, in.FailureDomainKey = failureDomain(s)
-	if err := svc.EnsureCloudInit(ctx, in, userData, []byte(hm.Spec.NetworkData)); err != nil {
+	if err := svc.EnsureCloudInit(ctx, in, userData, networkData); err != nil {
 		return r.referenceError(hm, err)
 	}
 	vm, err := harvester.BuildVM(in)
@@ -426,9 +469,13 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 	}
 
 	addresses := harvester.MachineAddresses(vmi, harvester.NetworkNames(&hm.Spec), harvester.VMName(hm.Name))
-	hm.Status.Addresses = make([]clusterv1.MachineAddress, 0, len(addresses))
+	// The claimed addresses stay first, also before the guest agent reports them.
+	hm.Status.Addresses = claimedMachineAddresses(hm)
 	for _, a := range addresses {
-		hm.Status.Addresses = append(hm.Status.Addresses, clusterv1.MachineAddress{Type: clusterv1.MachineAddressType(a.Type), Address: a.Address})
+		ma := clusterv1.MachineAddress{Type: clusterv1.MachineAddressType(a.Type), Address: a.Address}
+		if !slices.Contains(hm.Status.Addresses, ma) {
+			hm.Status.Addresses = append(hm.Status.Addresses, ma)
+		}
 	}
 	if !harvester.HasInternalIP(addresses) {
 		setVMCondition(hm, metav1.ConditionFalse, infrav1.WaitingForIPReason,
@@ -461,6 +508,9 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 		// runs after its machines, so that happens only when it was removed by force); with the
 		// skip annotation the user asked for no cleanup.
 		ctrl.LoggerFrom(ctx).Info("removing the finalizer without cleanup on Harvester")
+		if err := r.releaseIPAddresses(ctx, hm); err != nil {
+			return ctrl.Result{}, err
+		}
 		controllerutil.RemoveFinalizer(hm, infrav1.MachineFinalizer)
 		return ctrl.Result{}, nil
 	}
@@ -490,6 +540,10 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 	if !clean {
 		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil // each volume's deletion brings us back
 	}
+	// The addresses go back to their pools only now that the VM using them is gone.
+	if err := r.releaseIPAddresses(ctx, hm); err != nil {
+		return ctrl.Result{}, err
+	}
 	r.Factory.Release(s.userKey())
 	controllerutil.RemoveFinalizer(hm, infrav1.MachineFinalizer)
 	return ctrl.Result{}, nil
@@ -501,6 +555,9 @@ func (r *HarvesterMachineReconciler) harvesterError(hm *infrav1.HarvesterMachine
 	var ce *harvester.ConnectionError
 	if errors.As(harvester.ClassifyError(err, doing), &ce) {
 		setVMCondition(hm, metav1.ConditionFalse, ce.Reason, ce.Message)
+		if ce.Reason == infrav1.HarvesterUnreachableReason {
+			return fmt.Errorf("%s: %w: %w", doing, errUnreachable, err)
+		}
 	}
 	return fmt.Errorf("%s: %w", doing, err)
 }
@@ -526,11 +583,13 @@ func setVMCondition(hm *infrav1.HarvesterMachine, status metav1.ConditionStatus,
 
 func (r *HarvesterMachineReconciler) patch(ctx context.Context, hm *infrav1.HarvesterMachine, h *patch.Helper) error {
 	if err := conditions.SetSummaryCondition(hm, hm, clusterv1.ReadyCondition,
-		conditions.ForConditionTypes{infrav1.VirtualMachineReadyCondition},
+		conditions.ForConditionTypes{infrav1.VirtualMachineReadyCondition, infrav1.IPAddressesReadyCondition},
+		// Machines made before IPAddressesReady existed lack it until their next reconcile.
+		conditions.IgnoreTypesIfMissing{infrav1.IPAddressesReadyCondition},
 	); err != nil {
 		return err
 	}
 	return ignoreGone(h.Patch(ctx, hm, patch.WithOwnedConditions{Conditions: []string{
-		clusterv1.PausedCondition, clusterv1.ReadyCondition, infrav1.VirtualMachineReadyCondition,
+		clusterv1.PausedCondition, clusterv1.ReadyCondition, infrav1.VirtualMachineReadyCondition, infrav1.IPAddressesReadyCondition,
 	}}), hm)
 }

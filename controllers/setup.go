@@ -12,6 +12,7 @@ import (
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,7 +50,8 @@ type Options struct {
 }
 
 // NewScheme is the management cluster's scheme as the provider's manager needs it: Kubernetes'
-// kinds, Cluster API's core and addons (the guests' ClusterResourceSets), and this provider's.
+// kinds, Cluster API's core, addons (the guests' ClusterResourceSets) and IPAM (static
+// addresses), and this provider's.
 // main.go and the test bed both use it, so a kind missing here fails a test.
 func NewScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
@@ -57,6 +59,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		clientgoscheme.AddToScheme,
 		clusterv1.AddToScheme,
 		addonsv1.AddToScheme,
+		ipamv1.AddToScheme,
 		infrav1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {

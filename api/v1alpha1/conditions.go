@@ -53,7 +53,9 @@ const (
 	LoadBalancerReadyCondition = "LoadBalancerReady"
 	// WaitingForAddressReason: the load balancer exists but has no address yet.
 	WaitingForAddressReason = "WaitingForAddress"
-	// IPPoolExhaustedReason: the IPPool has no free address.
+	// IPPoolExhaustedReason: the IPPool has no free address. Also the reason of a
+	// HarvesterMachine's IPAddressesReady when a Cluster API IPAM pool has none for its claim
+	// (said by the IPAM provider on the claim, or read from the pool's status).
 	IPPoolExhaustedReason = "IPPoolExhausted"
 	// UserProvidedEndpointReason: spec.controlPlaneEndpoint was set by the user; no load balancer.
 	UserProvidedEndpointReason = "UserProvidedEndpoint"
@@ -132,4 +134,16 @@ const (
 	WaitingForIPReason = "WaitingForIP"
 	// VMFailedReason: KubeVirt reports the VM as failed.
 	VMFailedReason = "Failed"
+
+	// IPAddressesReadyCondition is true when every NIC that takes addresses from IP pools has
+	// them (or no NIC does).
+	IPAddressesReadyCondition = "IPAddressesReady"
+	// NoIPPoolsReason: no NIC takes addresses from IP pools (the condition is true).
+	NoIPPoolsReason = "NoIPPools"
+	// WaitingForIPAddressReason: an IPAddressClaim has no address yet; is an IPAM provider for
+	// the pool's kind installed, and does the pool exist?
+	WaitingForIPAddressReason = "WaitingForIPAddress"
+	// IPAddressClaimFailedReason: the IPAM provider reports the claim as failed (the message
+	// quotes it), or the address it gave is unusable.
+	IPAddressClaimFailedReason = "IPAddressClaimFailed"
 )

@@ -40,6 +40,10 @@ const (
 	// MinDiskSize is the least size of a disk: no cloud image fits in less, and the floor
 	// catches a unit typo (`40M` for `40Gi`).
 	MinDiskSize = "1Gi"
+
+	// IPAMAPIGroup is Cluster API's IPAM group: its IPAddressClaims and IPAddresses, and the
+	// pools of its in-cluster provider (InClusterIPPool, GlobalInClusterIPPool).
+	IPAMAPIGroup = "ipam.cluster.x-k8s.io"
 )
 
 // DiskBus is the bus a disk is attached to.
@@ -78,6 +82,7 @@ const (
 )
 
 // HarvesterMachineSpec is the desired state of a guest-cluster node's VM on Harvester.
+// +kubebuilder:validation:XValidation:rule="!has(self.networkData) || size(self.networkData) == 0 || !self.networks.exists(n, has(n.addressesFromPools) && size(n.addressesFromPools) > 0)",message="must be empty when a NIC takes addresses from IP pools (networks[].addressesFromPools): the provider writes the network-data",fieldPath=".networkData"
 type HarvesterMachineSpec struct {
 	// providerID is `harvester://<VM UID>`, set by the provider once the VM exists.
 	// +optional
@@ -126,7 +131,8 @@ type HarvesterMachineSpec struct {
 	SSHKeyPairs []string `json:"sshKeyPairs,omitempty"`
 
 	// networkData is cloud-init network configuration (network-config v1 or v2) for the guest.
-	// When empty, the guest configures its NICs by DHCP.
+	// When empty, the guest configures its NICs by DHCP, or, when a NIC takes addresses from
+	// IP pools, as the provider's network-data says. Exclusive with addressesFromPools.
 	// +optional
 	// +kubebuilder:validation:MaxLength=65536
 	NetworkData string `json:"networkData,omitempty"`
@@ -199,10 +205,52 @@ type Network struct {
 	// +kubebuilder:validation:MaxLength=317
 	NetworkName string `json:"networkName"`
 
-	// macAddress fixes the NIC's MAC address. When empty, KubeVirt assigns one.
+	// macAddress fixes the NIC's MAC address. When empty, KubeVirt assigns one; on a machine
+	// whose NICs take addresses from IP pools, the provider pins one derived from the machine
+	// and the interface name instead, so that the guest's network-data can match each NIC.
 	// +optional
 	// +kubebuilder:validation:MaxLength=17
 	MACAddress string `json:"macAddress,omitempty"`
+
+	// addressesFromPools names the IP pools (Cluster API IPAM, ipam.cluster.x-k8s.io) this NIC
+	// takes its static addresses from: one address from each pool, e.g. one IPv4 and one IPv6
+	// pool. The provider claims them before the VM is made and gives them to the guest in
+	// cloud-init network-data (v2) with each address's prefix and gateway. Exclusive with the
+	// machine's networkData. A NIC without pools uses DHCP.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	AddressesFromPools []IPPoolReference `json:"addressesFromPools,omitempty"`
+
+	// nameservers are the DNS servers (IP addresses) the guest uses on this NIC; only with
+	// addressesFromPools.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=45
+	Nameservers []string `json:"nameservers,omitempty"`
+}
+
+// IPPoolReference names an IP pool of a Cluster API IPAM provider in the machine's namespace
+// (a cluster-scoped pool, such as a GlobalInClusterIPPool, by its name alone).
+type IPPoolReference struct {
+	// apiGroup of the pool, e.g. `ipam.cluster.x-k8s.io`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup string `json:"apiGroup"`
+
+	// kind of the pool, e.g. `InClusterIPPool` or `GlobalInClusterIPPool`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+
+	// name of the pool.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // Firmware configures the VM's firmware.
@@ -247,9 +295,49 @@ type HarvesterMachineStatus struct {
 	// +kubebuilder:validation:MaxLength=256
 	FailureDomain string `json:"failureDomain,omitempty"`
 
+	// ipAddresses are the static addresses the machine's NICs claimed from IP pools
+	// (spec.networks[].addressesFromPools), known before the VM is made.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	IPAddresses []ClaimedIPAddress `json:"ipAddresses,omitempty"`
+
 	// virtualMachine identifies the VM on Harvester, for debugging.
 	// +optional
 	VirtualMachine VirtualMachineStatus `json:"virtualMachine,omitempty,omitzero"`
+}
+
+// ClaimedIPAddress is one address a NIC claimed from an IP pool.
+type ClaimedIPAddress struct {
+	// interface is the NIC's name (spec.networks[].name).
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Interface string `json:"interface"`
+
+	// macAddress is the MAC the NIC has in the VM, which the network-data matches.
+	// +optional
+	// +kubebuilder:validation:MaxLength=17
+	MACAddress string `json:"macAddress,omitempty"`
+
+	// pool the address came from, as `Kind/name`.
+	// +required
+	// +kubebuilder:validation:MaxLength=320
+	Pool string `json:"pool"`
+
+	// claim is the IPAddressClaim's name (in the machine's namespace).
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Claim string `json:"claim"`
+
+	// address in CIDR notation (`10.0.0.5/24`).
+	// +required
+	// +kubebuilder:validation:MaxLength=49
+	Address string `json:"address"`
+
+	// gateway of the address's network, if the pool has one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	Gateway string `json:"gateway,omitempty"`
 }
 
 // MachineInitializationStatus holds the provisioning milestones of a HarvesterMachine.

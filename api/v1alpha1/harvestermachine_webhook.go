@@ -3,7 +3,9 @@ package v1alpha1
 import (
 	"context"
 	"fmt"
+	"net"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -116,6 +118,7 @@ func (s *HarvesterMachineSpec) validate(path *field.Path) field.ErrorList {
 
 	errs = append(errs, validateDisks(path.Child("disks"), s.Disks)...)
 	errs = append(errs, validateNetworks(path.Child("networks"), s.Networks)...)
+	errs = append(errs, s.validateNetworkData(path)...)
 
 	for i, kp := range s.SSHKeyPairs {
 		errs = append(errs, validateNamespacedName(path.Child("sshKeyPairs").Index(i), kp, true)...)
@@ -222,8 +225,66 @@ func validateNetworks(path *field.Path, networks []Network) field.ErrorList {
 				macs[key] = true
 			}
 		}
+		errs = append(errs, validatePoolRefs(p.Child("addressesFromPools"), n.AddressesFromPools)...)
+		if len(n.Nameservers) > 0 && len(n.AddressesFromPools) == 0 {
+			errs = append(errs, field.Forbidden(p.Child("nameservers"), "only with addressesFromPools: a NIC without pools uses DHCP, which gives its own"))
+		}
+		for j, ns := range n.Nameservers {
+			if net.ParseIP(ns) == nil {
+				errs = append(errs, field.Invalid(p.Child("nameservers").Index(j), ns, "must be an IPv4 or IPv6 address"))
+			}
+		}
 	}
 	return errs
+}
+
+// poolKind is a Kubernetes kind as the API spells them: a letter, then letters and digits.
+var poolKind = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
+
+func validatePoolRefs(path *field.Path, refs []IPPoolReference) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[IPPoolReference]bool{}
+	for i, ref := range refs {
+		p := path.Index(i)
+		if ref.APIGroup == "" {
+			errs = append(errs, field.Required(p.Child("apiGroup"), "the pool's API group, e.g. "+IPAMAPIGroup))
+		} else {
+			for _, msg := range validation.IsDNS1123Subdomain(ref.APIGroup) {
+				errs = append(errs, field.Invalid(p.Child("apiGroup"), ref.APIGroup, msg))
+			}
+		}
+		if !poolKind.MatchString(ref.Kind) || len(ref.Kind) > 63 {
+			errs = append(errs, field.Invalid(p.Child("kind"), ref.Kind, "must be the pool's kind, e.g. InClusterIPPool"))
+		}
+		if ref.Name == "" {
+			errs = append(errs, field.Required(p.Child("name"), "the pool's name"))
+		} else {
+			for _, msg := range validation.IsDNS1123Subdomain(ref.Name) {
+				errs = append(errs, field.Invalid(p.Child("name"), ref.Name, msg))
+			}
+		}
+		if seen[ref] {
+			errs = append(errs, field.Duplicate(p, ref.Kind+"/"+ref.Name))
+		}
+		seen[ref] = true
+	}
+	return errs
+}
+
+// validateNetworkData refuses a user's networkData on a machine whose NICs take addresses from
+// IP pools: the provider writes the network-data then, and two network configurations for the
+// same NICs would have to be merged by guessing which wins.
+func (s *HarvesterMachineSpec) validateNetworkData(path *field.Path) field.ErrorList {
+	if s.NetworkData == "" {
+		return nil
+	}
+	for i, n := range s.Networks {
+		if len(n.AddressesFromPools) > 0 {
+			return field.ErrorList{field.Forbidden(path.Child("networkData"), fmt.Sprintf(
+				"must be empty when a NIC takes addresses from IP pools (networks[%d].addressesFromPools): the provider writes the guest's network-data from the claimed addresses; configure the guest's network in the bootstrap data instead, or drop addressesFromPools", i))}
+		}
+	}
+	return nil
 }
 
 // validateAsTemplate checks the spec of a machine template: a spec, less what a template must not

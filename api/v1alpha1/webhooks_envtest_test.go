@@ -336,6 +336,33 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 				{NetworkName: "default/vlan20", MACAddress: "52:54:00:00:00:01"},
 			}
 		}), field: "spec.networks[1].macAddress", msg: "Duplicate value"},
+		{name: "IP pool without API group", obj: machine("m-pool-group", func(s *infrav1.HarvesterMachineSpec) {
+			s.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{Kind: "InClusterIPPool", Name: "nodes"}}
+		}), field: "spec.networks[0].addressesFromPools[0].apiGroup", msg: "at least 1 chars long"},
+		{name: "IP pool kind malformed", obj: machine("m-pool-kind", func(s *infrav1.HarvesterMachineSpec) {
+			s.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: infrav1.IPAMAPIGroup, Kind: "in-cluster pool", Name: "nodes"}}
+		}), field: "spec.networks[0].addressesFromPools[0].kind", msg: "must be the pool's kind"},
+		{name: "IP pool name malformed", obj: machine("m-pool-name", func(s *infrav1.HarvesterMachineSpec) {
+			s.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "Nodes_A"}}
+		}), field: "spec.networks[0].addressesFromPools[0].name", msg: "RFC 1123 subdomain"},
+		{name: "IP pool named twice on a NIC", obj: machine("m-pool-dup", func(s *infrav1.HarvesterMachineSpec) {
+			ref := infrav1.IPPoolReference{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "nodes"}
+			s.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{ref, ref}
+		}), field: "spec.networks[0].addressesFromPools[1]", msg: "Duplicate value"},
+		{name: "nameserver not an IP", obj: machine("m-ns-bad", func(s *infrav1.HarvesterMachineSpec) {
+			s.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "nodes"}}
+			s.Networks[0].Nameservers = []string{"dns.example.com"}
+		}), field: "spec.networks[0].nameservers[0]", msg: "must be an IPv4 or IPv6 address"},
+		{name: "nameservers without IP pools", obj: machine("m-ns-dhcp", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].Nameservers = []string{"10.0.0.53"} }),
+			field: "spec.networks[0].nameservers", msg: "only with addressesFromPools"},
+		{name: "networkData together with IP pools", obj: machine("m-pool-netdata", func(s *infrav1.HarvesterMachineSpec) {
+			s.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "nodes"}}
+			s.NetworkData = "version: 2\n"
+		}), field: "spec.networkData", msg: "must be empty when a NIC takes addresses from IP pools"},
+		{name: "machine template networkData together with IP pools", obj: machineTemplate("mt-pool-netdata", func(s *infrav1.HarvesterMachineSpec) {
+			s.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "nodes"}}
+			s.NetworkData = "version: 2\n"
+		}), field: "spec.template.spec.networkData", msg: "must be empty when a NIC takes addresses from IP pools", variantOf: "networkData together with IP pools"},
 		{name: "unknown boot mode", obj: machine("m-bootmode", func(s *infrav1.HarvesterMachineSpec) { s.Firmware.BootMode = "UEFI" }),
 			field: "spec.firmware.bootMode", msg: `supported values: "BIOS", "EFI"`},
 		{name: "secure boot without EFI", obj: machine("m-secureboot", func(s *infrav1.HarvesterMachineSpec) { s.Firmware.SecureBoot = true }),
@@ -423,6 +450,26 @@ func TestLongNamesAndTheDefaultNamespaceAreAccepted(t *testing.T) {
 	}))).To(Succeed())
 }
 
+// A machine and a template whose NICs take addresses from pools (one pool per family, DNS
+// servers) are accepted.
+func TestIPPoolReferencesAreAccepted(t *testing.T) {
+	env := management(t)
+	g := NewWithT(t)
+	pools := func(s *infrav1.HarvesterMachineSpec) {
+		s.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{
+			{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "nodes-v4"},
+			{APIGroup: infrav1.IPAMAPIGroup, Kind: "GlobalInClusterIPPool", Name: "nodes-v6"},
+		}
+		s.Networks[0].Nameservers = []string{"10.0.0.53", "fd00::53"}
+	}
+	g.Expect(env.Client.Create(ctx, machine("with-pools", pools))).To(Succeed())
+	g.Expect(env.Client.Create(ctx, machineTemplate("with-pools", pools))).To(Succeed())
+	got := &infrav1.HarvesterMachine{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "with-pools"}, got)).To(Succeed())
+	g.Expect(got.Spec.Networks[0].AddressesFromPools).To(HaveLen(2))
+	g.Expect(got.Spec.Networks[0].Nameservers).To(Equal([]string{"10.0.0.53", "fd00::53"}))
+}
+
 // The floor holds with no webhook in the path: each of these is refused by the CRD schema alone.
 func TestFloorHoldsWithoutWebhooks(t *testing.T) {
 	env := crdOnly(t)
@@ -446,6 +493,10 @@ func TestFloorHoldsWithoutWebhooks(t *testing.T) {
 			"spec.template.spec.providerID", "must not be set in a template"},
 		{"template MAC", machineTemplate("t-mac", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].MACAddress = "52:54:00:00:00:01" }),
 			"spec.template.spec.networks", "must not fix a MAC address"},
+		{"networkData with IP pools", machine("netdata-pools", func(s *infrav1.HarvesterMachineSpec) {
+			s.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "nodes"}}
+			s.NetworkData = "version: 2\n"
+		}), "spec.networkData", "must be empty when a NIC takes addresses from IP pools"},
 		{"kube-system", cluster("ns-kube-system", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "kube-system" }),
 			"spec.targetNamespace", "is a system namespace"},
 		{"cattle-*", clusterTemplate("ns-cattle", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "cattle-fleet-system" }),

@@ -39,16 +39,31 @@ var ErrInvalidKubeconfig = errors.New("invalid kubeconfig")
 // instance because Harvester does not answer.
 var ErrNotSynced = errors.New("the Harvester cache is not synced yet")
 
-// CachedKinds are the Harvester kinds the factory's caches hold (only objects labelled as the
-// provider's): what the controllers watch. Volumes are among them so that a machine's deletion
-// learns from events, not by polling, when Harvester has removed its volumes.
+// CachedKinds are the Harvester kinds the factory's caches hold, in the target namespaces: what
+// the controllers watch. Of each kind only the provider's objects (labelled as its) are cached,
+// except load balancers (see cacheSelection). Volumes are among them so that a machine's
+// deletion learns from events, not by polling, when Harvester has removed its volumes.
 func CachedKinds() []client.Object {
 	return []client.Object{&kubevirtv1.VirtualMachine{}, &kubevirtv1.VirtualMachineInstance{}, &lbv1.LoadBalancer{},
 		&corev1.PersistentVolumeClaim{}}
 }
 
+// cacheSelection is which objects of a cached kind a connection's cache holds. Load balancers
+// are all of the target namespaces': besides the provider's control-plane ones, those the
+// guests' cloud controller managers make for their Services carry the CCM's labels, not the
+// provider's, and a cluster's deletion waits for them to go, learning it from their events. A
+// cache takes one label selector per kind, and no selector says "ours or a guest's"; a target
+// namespace holds few load balancers besides these.
+func cacheSelection(kind client.Object) cache.ByObject {
+	if _, ok := kind.(*lbv1.LoadBalancer); ok {
+		return cache.ByObject{}
+	}
+	return cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})}
+}
+
 // Client reaches one Harvester cluster: Client reads live and writes, Cache holds the provider's
-// VMs, VMIs and load balancers of the target namespaces and feeds the controllers' watches.
+// VMs, VMIs and volumes and the load balancers of the target namespaces, and the hosts, and
+// feeds the controllers' watches.
 type Client struct {
 	client.Client
 	Cache  cache.Cache
@@ -71,6 +86,11 @@ type ClientFactory struct {
 	Policy KubeconfigPolicy
 	// Metrics, when set, counts every connection's requests, labelled by its identity Secret.
 	Metrics *RequestMetrics
+	// RequestTimeout bounds each request to a Harvester (DefaultRequestTimeout when zero), and
+	// MaxInFlight how many one connection has out at once (DefaultMaxInFlight): see
+	// requestGuard.
+	RequestTimeout time.Duration
+	MaxInFlight    int
 
 	mu          sync.Mutex
 	ctx         context.Context
@@ -230,9 +250,17 @@ func (f *ClientFactory) connect(key string, kubeconfig []byte, fingerprint strin
 	}
 	cfg.QPS, cfg.Burst = f.QPS, f.Burst
 	cfg.UserAgent = f.UserAgent
-	cfg.Timeout = 30 * time.Second
+	// Each connection has its own rate limit (QPS, Burst) and its own guard: a Harvester that
+	// stops answering holds a few of the shared workers for a few seconds, not all of them for
+	// long. The guard's deadline is per request; a whole-client timeout (rest.Config.Timeout)
+	// would also cut the caches' watches every time it runs out.
+	host := cfg.Host
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return newRequestGuard(rt, host, f.RequestTimeout, f.MaxInFlight)
+	})
+	// Outside the guard, so that the requests it fails at once are counted too.
 	if f.Metrics != nil {
-		cfg.WrapTransport = f.Metrics.WrapTransport(key)
+		cfg.Wrap(f.Metrics.WrapTransport(key))
 	}
 
 	httpClient, err := rest.HTTPClientFor(cfg)
@@ -247,10 +275,9 @@ func (f *ClientFactory) connect(key string, kubeconfig []byte, fingerprint strin
 	for ns := range namespaces {
 		cacheNamespaces[ns] = cache.Config{}
 	}
-	ours := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
 	byObject := map[client.Object]cache.ByObject{}
 	for _, kind := range CachedKinds() {
-		byObject[kind] = cache.ByObject{Label: ours}
+		byObject[kind] = cacheSelection(kind)
 	}
 	// Hosts, for failure domains: all of them, but only what topology needs.
 	byObject[&corev1.Node{}] = cache.ByObject{Transform: slimNode}

@@ -49,6 +49,9 @@ type VMInput struct {
 	// UserDataSecret and NetworkDataSecret name the cloud-init Secrets (NetworkDataSecret may be
 	// empty).
 	UserDataSecret, NetworkDataSecret string
+	// MACAddresses pins the MAC of NICs (by interface name) whose spec sets none: those the
+	// network-data of static addresses matches.
+	MACAddresses map[string]string
 }
 
 // ResolveRef splits a `name` or `namespace/name` reference, defaulting the namespace.
@@ -117,10 +120,14 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 		if name == "" {
 			name = fmt.Sprintf("nic-%d", i)
 		}
+		mac := n.MACAddress
+		if mac == "" {
+			mac = in.MACAddresses[name]
+		}
 		interfaces = append(interfaces, kubevirtv1.Interface{
 			Name:                   name,
 			Model:                  "virtio",
-			MacAddress:             n.MACAddress,
+			MacAddress:             mac,
 			InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}},
 		})
 		networks = append(networks, kubevirtv1.Network{

@@ -60,17 +60,20 @@ type Bed struct {
 	// Provider is the shipped provider's manager, when Options.Provider asked for it.
 	Provider *Provider
 
+	options       Options
 	ccmBinary     string
 	mu            sync.Mutex
 	guests        []*guest.Cluster
 	providers     []*Provider
+	managements   []*Management
 	capiMu        sync.Mutex // serialises StartCAPIProviders
 	capiProviders []*CAPIProviders
+	ipam          []*IPAMProvider
 }
 
 // Start brings the bed up. Callers must Stop it, which also deletes every Cluster first.
 func Start(ctx context.Context, o Options) (*Bed, error) {
-	b := &Bed{}
+	b := &Bed{options: o}
 	var err error
 	if b.Harvester, err = harvestersim.Start(ctx, o.Harvester); err != nil {
 		return nil, err
@@ -175,8 +178,15 @@ func (b *Bed) Guest(namespace, name string) *guest.Cluster {
 // talks to the guests) and last the guests.
 func (b *Bed) Stop(ctx context.Context) error {
 	var errs []error
+	b.mu.Lock()
+	managements := b.managements
+	b.managements = nil
+	b.mu.Unlock()
+	for _, m := range managements {
+		errs = append(errs, m.stop(ctx))
+	}
 	if b.Management != nil {
-		errs = append(errs, b.deleteClusters(ctx))
+		errs = append(errs, deleteClusters(ctx, b.Management.Client))
 	}
 	b.mu.Lock()
 	providers, capiProviders := b.providers, b.capiProviders
@@ -187,6 +197,13 @@ func (b *Bed) Stop(ctx context.Context) error {
 	}
 	for _, p := range capiProviders {
 		errs = append(errs, p.stop())
+	}
+	b.mu.Lock()
+	ipam := b.ipam
+	b.ipam = nil
+	b.mu.Unlock()
+	for _, p := range ipam {
+		errs = append(errs, p.Stop())
 	}
 	if b.Management != nil {
 		errs = append(errs, b.Management.Stop())
@@ -209,9 +226,9 @@ func (b *Bed) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// deleteClusters deletes all Clusters and waits (bounded) until they are gone.
-func (b *Bed) deleteClusters(ctx context.Context) error {
-	c := b.Management.Client
+// deleteClusters deletes all Clusters of a management cluster and waits (bounded) until they
+// are gone.
+func deleteClusters(ctx context.Context, c client.Client) error {
 	clusters := &clusterv1.ClusterList{}
 	if err := c.List(ctx, clusters); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -87,19 +88,9 @@ var ProcessOverrides = []string{"--kubeconfig", "--health-addr", "--webhook-port
 // (cert-manager's are not installed: the bed issues the certificate and injects the CA bundle
 // itself), and starts the manager binary.
 func (b *Bed) InstallProvider(ctx context.Context, o ProviderOptions) (*Provider, error) {
-	work, err := os.MkdirTemp("", "capi-harvester-manager-")
+	p, err := installProvider(ctx, b.Management, o)
 	if err != nil {
 		return nil, err
-	}
-	p := &Provider{mgmt: b.Management.Client, binary: o.Binary, workDir: work, LogFile: o.LogFile}
-	if p.LogFile == "" {
-		p.LogFile = filepath.Join(work, "manager.log")
-	}
-	if err := p.install(ctx, b, o); err != nil {
-		return nil, errors.Join(err, os.RemoveAll(work))
-	}
-	if err := p.Start(ctx); err != nil {
-		return nil, errors.Join(err, os.RemoveAll(work))
 	}
 	b.mu.Lock()
 	b.providers = append(b.providers, p)
@@ -107,7 +98,26 @@ func (b *Bed) InstallProvider(ctx context.Context, o ProviderOptions) (*Provider
 	return p, nil
 }
 
-func (p *Provider) install(ctx context.Context, b *Bed, o ProviderOptions) error {
+// installProvider is InstallProvider into any management cluster; the caller stops it.
+func installProvider(ctx context.Context, mgmt *testenv.Environment, o ProviderOptions) (*Provider, error) {
+	work, err := os.MkdirTemp("", "capi-harvester-manager-")
+	if err != nil {
+		return nil, err
+	}
+	p := &Provider{mgmt: mgmt.Client, binary: o.Binary, workDir: work, LogFile: o.LogFile}
+	if p.LogFile == "" {
+		p.LogFile = filepath.Join(work, "manager.log")
+	}
+	if err := p.install(ctx, mgmt, o); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(work))
+	}
+	if err := p.Start(ctx); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(work))
+	}
+	return p, nil
+}
+
+func (p *Provider) install(ctx context.Context, mgmt *testenv.Environment, o ProviderOptions) error {
 	assets, err := release.Build(release.Options{Root: testenv.RepoRoot()})
 	if err != nil {
 		return err
@@ -134,6 +144,16 @@ func (p *Provider) install(ctx context.Context, b *Bed, o ProviderOptions) error
 	}
 	if p.Objects, err = testenv.DecodeObjects(components); err != nil {
 		return err
+	}
+	// clusterctl labels every object it installs as its provider's (clusterctl move discovers
+	// the kinds to move by that label on their CRDs).
+	for _, obj := range p.Objects {
+		labels := obj.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, ClusterctlLabels(ProviderManifestLabel))
+		obj.SetLabels(labels)
 	}
 
 	var deployment *appsv1.Deployment
@@ -211,7 +231,7 @@ func (p *Provider) install(ctx context.Context, b *Bed, o ProviderOptions) error
 		}
 	}
 
-	kubeconfig, err := p.serviceAccountKubeconfig(ctx, b.Management)
+	kubeconfig, err := p.serviceAccountKubeconfig(ctx, mgmt)
 	if err != nil {
 		return err
 	}

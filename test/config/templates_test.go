@@ -72,6 +72,9 @@ func requiredValues(namespace string) map[string]string {
 		"HARVESTER_IMAGE":          "default/ubuntu-24.04",
 		"RKE2_VERSION":             "v1.33.5+rke2r1",
 		"K3S_VERSION":              "v1.33.5+k3s1",
+		"NODE_IP_POOL_ADDRESSES":   "[10.0.0.10-10.0.0.50]",
+		"NODE_IP_POOL_GATEWAY":     "10.0.0.1",
+		"NODE_NAMESERVERS":         "[10.0.0.53, 10.0.0.54]",
 	}
 }
 
@@ -112,6 +115,17 @@ func managementWithProviders(t *testing.T) *testenv.Environment {
 			}
 		}
 	}
+	// The static-ip flavour's InClusterIPPool: Cluster API's in-cluster IPAM provider's CRDs,
+	// from its module (the provider itself does not run here).
+	ipamDir, err := testenv.DownloadModule("sigs.k8s.io/cluster-api-ipam-provider-in-cluster", "v1.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ipamCRDs, err := testenv.ProviderCRDs(filepath.Join(ipamDir, "config", "crd", "bases"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.CRDs = append(o.CRDs, ipamCRDs...)
 	env, err := testenv.Start(o)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -24,11 +25,27 @@ func (tc *testCluster) provisionedMachines(n int) []infrav1.HarvesterMachine {
 	hms := &infrav1.HarvesterMachineList{}
 	Eventually(func(g Gomega) {
 		g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: tc.Name})).To(Succeed())
-		g.Expect(hms.Items).To(HaveLen(n))
+		g.Expect(len(hms.Items)).To(Equal(n), "HarvesterMachines")
 		for _, hm := range hms.Items {
 			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%s: %v", hm.Name, hm.Status.Conditions)
 		}
-	}).WithTimeout(time.Minute + time.Duration(n)*3*time.Second).Should(Succeed())
+	}).WithTimeout(time.Minute+time.Duration(n)*3*time.Second).Should(Succeed(), func() string {
+		out := ""
+		for _, hm := range hms.Items {
+			owner := "no owner"
+			if len(hm.OwnerReferences) > 0 {
+				owner = hm.OwnerReferences[0].Kind + " " + hm.OwnerReferences[0].Name
+			}
+			c := conditions.Get(&hm, infrav1.VirtualMachineReadyCondition)
+			reason := ""
+			if c != nil {
+				reason = c.Reason
+			}
+			out += fmt.Sprintf("%s: %s, deleting %v, provisioned %v, %s\n", hm.Name, owner, hm.DeletionTimestamp != nil,
+				ptr.Deref(hm.Status.Initialization.Provisioned, false), reason)
+		}
+		return out
+	})
 	return hms.Items
 }
 

@@ -17,6 +17,8 @@ import (
 var (
 	testBed *bed.Bed
 	ctx     = context.Background()
+	// providerOptions are those of the bed's provider, for further management clusters.
+	providerOptions bed.ProviderOptions
 )
 
 func TestE2E(t *testing.T) {
@@ -37,11 +39,12 @@ var _ = BeforeSuite(func() {
 	// rendered components (RBAC, webhooks, arguments), as its own process.
 	binary, ccmBinary, err := bed.ImageBinaries(GinkgoT().TempDir())
 	Expect(err).NotTo(HaveOccurred())
-	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, CCMBinary: ccmBinary, Topology: true, Provider: &bed.ProviderOptions{
+	providerOptions = bed.ProviderOptions{
 		Binary: binary,
 		// The lease is short so that a restarted manager takes over quickly.
 		ExtraArgs: []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"},
-	}})
+	}
+	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, CCMBinary: ccmBinary, Topology: true, Provider: &providerOptions})
 	Expect(err).NotTo(HaveOccurred())
 	GinkgoWriter.Printf("bed up in %s\n", time.Since(start).Round(time.Millisecond))
 })

@@ -30,6 +30,13 @@ func harvesterClient() client.Client { return testBed.Harvester.Client() }
 // restricted identity), the HarvesterCluster and Cluster, the guest control plane, and static bootstrap data, and waits
 // for the cluster's infrastructure to be provisioned.
 func newTestCluster(namespace, name string, sharedTarget ...string) *testCluster {
+	kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	return newTestClusterWith(kubeconfig, namespace, name, sharedTarget...)
+}
+
+// newTestClusterWith is newTestCluster with the given identity kubeconfig.
+func newTestClusterWith(kubeconfig []byte, namespace, name string, sharedTarget ...string) *testCluster {
 	// Each test has its own namespace on Harvester too, so that LeakCheck sees only its objects.
 	target := "h-" + namespace
 	if len(sharedTarget) > 0 {
@@ -42,8 +49,6 @@ func newTestCluster(namespace, name string, sharedTarget ...string) *testCluster
 	// looks for it.
 	var err error
 	tc.Guest, err = testBed.AddGuest(ctx, namespace, name, false)
-	Expect(err).NotTo(HaveOccurred())
-	kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	identity := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-identity",

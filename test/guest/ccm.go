@@ -99,12 +99,17 @@ func (k *kubelets) runCCM(ctx context.Context, pod *corev1.Pod) (started bool, r
 	if err != nil || args == nil {
 		return false, time.Second, err
 	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stopped {
+		return false, 0, nil // the guest is stopping
+	}
 	proc, err := startProcess(ctx, "the CCM", k.ccmBinary, newCCMLog(), env, args...)
 	if err != nil {
 		return false, 0, err
 	}
 	c.proc, c.endedAt = proc, time.Time{}
-	k.setExited(nil)
+	k.exited = nil
 	go func() {
 		<-proc.done
 		k.exits <- event.TypedGenericEvent[*corev1.Pod]{Object: pod}
@@ -265,6 +270,7 @@ func (k *kubelets) stopCCM(key types.NamespacedName) {
 
 func (k *kubelets) stopAll() {
 	k.mu.Lock()
+	k.stopped = true
 	keys := make([]types.NamespacedName, 0, len(k.ccm))
 	for key := range k.ccm {
 		keys = append(keys, key)

@@ -43,6 +43,8 @@ type kubelets struct {
 	pending string
 	// exited is how the last CCM container ended, kept while none runs.
 	exited error
+	// stopped: the guest is stopping, no container starts any more.
+	stopped bool
 }
 
 // startScheduling gives the guest kube-scheduler, kube-controller-manager and kubelets, so that

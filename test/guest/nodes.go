@@ -32,8 +32,7 @@ const TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 // the management cluster), it registers a Node named after the VM's hostname in that guest, and
 // marks it NotReady when the VMI goes away.
 type NodeAgent struct {
-	harvester  client.Client
-	management client.Client
+	harvester client.Client
 
 	// StartKubeadm, when set, brings up the control plane of a cluster whose first VM runs
 	// `kubeadm init` (the bed sets it to StartKubeadm and stops what it starts).
@@ -43,13 +42,42 @@ type NodeAgent struct {
 	// returns nil when the user data starts none.
 	StartControlPlane func(ctx context.Context, userData []byte) (*Cluster, error)
 
-	mu     sync.Mutex
-	guests []*Cluster
+	mu          sync.Mutex
+	guests      []*Cluster
+	managements []client.Client
 }
 
 // NewNodeAgent returns an agent reading VMIs with harvester and bootstrap data with management.
 func NewNodeAgent(harvester, management client.Client) *NodeAgent {
-	return &NodeAgent{harvester: harvester, management: management}
+	return &NodeAgent{harvester: harvester, managements: []client.Client{management}}
+}
+
+// AddManagement lets the agent read bootstrap data in another management cluster too (one a
+// cluster was moved to).
+func (a *NodeAgent) AddManagement(c client.Client) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.managements = append(a.managements, c)
+}
+
+// bootstrapSecrets lists the Secrets of every management cluster that match opts.
+func (a *NodeAgent) bootstrapSecrets(ctx context.Context, opts ...client.ListOption) ([]corev1.Secret, error) {
+	a.mu.Lock()
+	managements := slices.Clone(a.managements)
+	a.mu.Unlock()
+	var all []corev1.Secret
+	for _, c := range managements {
+		secrets := &corev1.SecretList{}
+		if err := c.List(ctx, secrets, opts...); err != nil {
+			return nil, err
+		}
+		for _, s := range secrets.Items {
+			if isBootstrapSecret(&s) {
+				all = append(all, s)
+			}
+		}
+	}
+	return all, nil
 }
 
 // AddGuest lets the agent register Nodes in a guest cluster.
@@ -177,12 +205,12 @@ func (a *NodeAgent) Owner(ctx context.Context, userData []byte) (string, string,
 
 // owner finds the Cluster whose Machine's bootstrap data the user data carries.
 func (a *NodeAgent) owner(ctx context.Context, userData []byte) (string, string, error) {
-	secrets := &corev1.SecretList{}
-	if err := a.management.List(ctx, secrets, client.HasLabels{"cluster.x-k8s.io/cluster-name"}); err != nil {
+	secrets, err := a.bootstrapSecrets(ctx, client.HasLabels{"cluster.x-k8s.io/cluster-name"})
+	if err != nil {
 		return "", "", err
 	}
-	for _, s := range secrets.Items {
-		if isBootstrapSecret(&s) && CarriesBootstrapData(userData, s.Data["value"]) {
+	for _, s := range secrets {
+		if CarriesBootstrapData(userData, s.Data["value"]) {
 			return s.Namespace, s.Labels["cluster.x-k8s.io/cluster-name"], nil
 		}
 	}
@@ -224,13 +252,13 @@ func (a *NodeAgent) userData(ctx context.Context, vmi *kubevirtv1.VirtualMachine
 
 // carries tells whether user data delivers the bootstrap data of one of a cluster's Machines.
 func (a *NodeAgent) carries(ctx context.Context, namespace, cluster string, userData []byte) (bool, error) {
-	secrets := &corev1.SecretList{}
-	if err := a.management.List(ctx, secrets, client.InNamespace(namespace),
-		client.MatchingLabels{"cluster.x-k8s.io/cluster-name": cluster}); err != nil {
+	secrets, err := a.bootstrapSecrets(ctx, client.InNamespace(namespace),
+		client.MatchingLabels{"cluster.x-k8s.io/cluster-name": cluster})
+	if err != nil {
 		return false, err
 	}
-	for _, s := range secrets.Items {
-		if isBootstrapSecret(&s) && CarriesBootstrapData(userData, s.Data["value"]) {
+	for _, s := range secrets {
+		if CarriesBootstrapData(userData, s.Data["value"]) {
 			return true, nil
 		}
 	}

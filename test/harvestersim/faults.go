@@ -16,7 +16,7 @@ type Faults struct {
 	rules    []*apiFault
 	rand     *rand.Rand
 	noIP     map[string]bool // VM namespace/name, or "*"
-	requests map[string]int  // resource -> requests seen, for tests
+	requests map[string]int  // resource, and "verb resource", -> requests seen, for tests
 	// byAgent counts the requests seen by User-Agent, then by "verb resource".
 	byAgent map[string]map[string]int
 	// tokenLifetime, when set, is the lifetime the TokenRequest API reports granting.
@@ -134,6 +134,14 @@ func (f *Faults) countAgent(agent, resource, verb string) {
 	counts[verb+" "+resource]++
 }
 
+// RequestsOf returns how many requests of one verb (list, watch, get, ...) for a resource
+// passed through the proxy.
+func (f *Faults) RequestsOf(resource, verb string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests[verb+" "+resource]
+}
+
 func (f *Faults) ipWithheld(namespace, name string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -145,6 +153,7 @@ func (f *Faults) decide(resource, verb string) (time.Duration, int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests[resource]++
+	f.requests[verb+" "+resource]++
 	var latency time.Duration
 	for _, r := range f.rules {
 		if (r.resource != "*" && r.resource != resource) || (r.verb != "*" && r.verb != verb) {

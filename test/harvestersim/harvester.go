@@ -144,6 +144,9 @@ type Harvester struct {
 	proxy *faultProxy
 	ips   *ipAllocator
 
+	mu        sync.Mutex
+	endpoints []*faultProxy // NewEndpoint's
+
 	stopOnce sync.Once
 }
 
@@ -207,6 +210,11 @@ func (h *Harvester) Stop() error {
 		if h.proxy != nil {
 			err = h.proxy.close()
 		}
+		h.mu.Lock()
+		for _, p := range h.endpoints {
+			err = errors.Join(err, p.close())
+		}
+		h.mu.Unlock()
 		err = errors.Join(err, h.Env.Stop())
 	})
 	return err

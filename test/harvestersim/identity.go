@@ -19,13 +19,19 @@ import (
 // (config/harvester/provider-identity.yaml), through the fault proxy: what a user stores in the
 // identity Secret. Its token lasts a day, or until the ServiceAccount is deleted.
 func (h *Harvester) ProviderKubeconfig(ctx context.Context) ([]byte, error) {
-	return h.Kubeconfig(ctx, ProviderIdentityNamespace, ProviderIdentityName, "", 24*time.Hour)
+	return h.Kubeconfig(ctx, ProviderIdentityNamespace, ProviderIdentityName, "", providerTokenLifetime)
 }
+
+const providerTokenLifetime = 24 * time.Hour
 
 // Kubeconfig returns a kubeconfig for a ServiceAccount of the simulated Harvester, through the
 // fault proxy, with a token from the TokenRequest API. contextNamespace is the namespace of the
 // kubeconfig's context (empty for none).
 func (h *Harvester) Kubeconfig(ctx context.Context, namespace, serviceAccount, contextNamespace string, lifetime time.Duration) ([]byte, error) {
+	return h.kubeconfigVia(ctx, h.proxy, namespace, serviceAccount, contextNamespace, lifetime)
+}
+
+func (h *Harvester) kubeconfigVia(ctx context.Context, proxy *faultProxy, namespace, serviceAccount, contextNamespace string, lifetime time.Duration) ([]byte, error) {
 	cs, err := kubernetes.NewForConfig(h.Env.Config)
 	if err != nil {
 		return nil, err
@@ -38,7 +44,7 @@ func (h *Harvester) Kubeconfig(ctx context.Context, namespace, serviceAccount, c
 	}
 	return clientcmd.Write(clientcmdapi.Config{
 		Clusters: map[string]*clientcmdapi.Cluster{
-			"harvester": {Server: h.proxy.URL(), CertificateAuthorityData: h.proxy.caPEM},
+			"harvester": {Server: proxy.URL(), CertificateAuthorityData: proxy.caPEM},
 		},
 		AuthInfos: map[string]*clientcmdapi.AuthInfo{
 			serviceAccount: {Token: tr.Status.Token},

@@ -44,6 +44,8 @@ type faultProxy struct {
 	caPEM   []byte
 	addr    string
 
+	hole *blackHole
+
 	mu     sync.Mutex
 	server *http.Server
 }
@@ -62,6 +64,7 @@ func startFaultProxy(cfg *rest.Config, faults *Faults) (*faultProxy, error) {
 	p := &faultProxy{
 		faults:  faults,
 		target:  target,
+		hole:    newBlackHole(),
 		backend: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true},
 	}
 	if p.tlsCert, p.caPEM, err = selfSignedCertificate(); err != nil {
@@ -99,7 +102,7 @@ func (p *faultProxy) serve(listener net.Listener) {
 	p.mu.Lock()
 	p.server = server
 	p.mu.Unlock()
-	go func() { _ = server.ServeTLS(listener, "", "") }()
+	go func() { _ = server.ServeTLS(p.hole.listener(listener), "", "") }()
 }
 
 func (p *faultProxy) handle(rp *httputil.ReverseProxy, w http.ResponseWriter, r *http.Request) {

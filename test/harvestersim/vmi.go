@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
 )
 
 // Labels by which Harvester recognises guest-cluster VMs; on their VMIs it keeps the host's
@@ -85,7 +86,11 @@ func (r *vmiReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		if booted, wait := r.booted(vmi); !booted {
 			requeue = wait
 		} else if !r.h.Faults.ipWithheld(vmi.Namespace, vmiOwnerName(vmi)) {
-			if err := r.reportAddresses(vmi); err != nil {
+			static, err := r.staticAddresses(ctx, vmi)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if err := r.reportAddresses(vmi, static); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -182,7 +187,9 @@ func (r *vmiReconciler) booted(vmi *kubevirtv1.VirtualMachineInstance) (bool, ti
 // reportAddresses is qemu-guest-agent's report: each NIC's addresses (the first IPv4 as
 // ipAddress, all of them, link-local included, in ipAddresses), plus interfaces the guest has
 // that are not in the VMI spec (a CNI bridge, as on a Kubernetes node).
-func (r *vmiReconciler) reportAddresses(vmi *kubevirtv1.VirtualMachineInstance) error {
+// A NIC that the guest's network-data gives static addresses (matched by its MAC, as cloud-init
+// matches) reports those instead of a DHCP lease.
+func (r *vmiReconciler) reportAddresses(vmi *kubevirtv1.VirtualMachineInstance, static map[string][]string) error {
 	networks := map[string]kubevirtv1.Network{}
 	for _, n := range vmi.Spec.Networks {
 		networks[n.Name] = n
@@ -204,7 +211,11 @@ func (r *vmiReconciler) reportAddresses(vmi *kubevirtv1.VirtualMachineInstance) 
 			}
 		}
 		var addrs []netip.Addr
-		if key != "pod" {
+		if ips, ok := static[strings.ToLower(iface.MAC)]; ok {
+			for _, ip := range ips {
+				addrs = append(addrs, netip.MustParseAddr(ip))
+			}
+		} else if key != "pod" {
 			var err error
 			if addrs, err = r.h.ips.lease(key, vmi.Namespace+"/"+vmi.Name+"/"+iface.Name); err != nil {
 				return err
@@ -311,4 +322,46 @@ func removeVMICondition(vmi *kubevirtv1.VirtualMachineInstance, t kubevirtv1.Vir
 		}
 	}
 	vmi.Status.Conditions = kept
+}
+
+// staticAddresses is what cloud-init in the guest makes of the VM's network-data (version 2):
+// the addresses of each NIC whose entry matches a MAC, by that MAC (lower case).
+func (r *vmiReconciler) staticAddresses(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (map[string][]string, error) {
+	var secret string
+	for _, v := range vmi.Spec.Volumes {
+		if v.CloudInitNoCloud != nil && v.CloudInitNoCloud.NetworkDataSecretRef != nil {
+			secret = v.CloudInitNoCloud.NetworkDataSecretRef.Name
+		}
+	}
+	if secret == "" {
+		return nil, nil
+	}
+	s := &corev1.Secret{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: secret}, s); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	var config struct {
+		Version   int `json:"version"`
+		Ethernets map[string]struct {
+			Match struct {
+				MACAddress string `json:"macaddress"`
+			} `json:"match"`
+			Addresses []string `json:"addresses"`
+		} `json:"ethernets"`
+	}
+	if err := yaml.Unmarshal(s.Data["networkdata"], &config); err != nil || config.Version != 2 {
+		return nil, nil // not network-config v2: the guest's NICs fall back to DHCP
+	}
+	out := map[string][]string{}
+	for _, e := range config.Ethernets {
+		if e.Match.MACAddress == "" || len(e.Addresses) == 0 {
+			continue
+		}
+		for _, a := range e.Addresses {
+			if p, err := netip.ParsePrefix(a); err == nil {
+				out[strings.ToLower(e.Match.MACAddress)] = append(out[strings.ToLower(e.Match.MACAddress)], p.Addr().String())
+			}
+		}
+	}
+	return out, nil
 }

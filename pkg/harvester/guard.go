@@ -1,0 +1,159 @@
+package harvester
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Defaults of a connection's requestGuard.
+const (
+	// DefaultRequestTimeout bounds one request to Harvester (not a watch). The provider's
+	// requests are small (one object, or a label-selected list of one namespace).
+	DefaultRequestTimeout = 10 * time.Second
+	// DefaultMaxInFlight is how many requests one connection has out at a time: the reconcilers'
+	// workers are shared by every Harvester, and one that stops answering must not hold them all.
+	DefaultMaxInFlight = 4
+	// slotWait is how long a request waits for one of those; a Harvester that answers frees
+	// them in milliseconds.
+	slotWait = 2 * time.Second
+)
+
+// requestGuard sits in a connection's HTTP transport and keeps a Harvester that does not answer
+// from tying up the provider: each request (watches aside, which are long by design and are
+// told apart by their query) gets a deadline, at most maxInFlight are out at once, and once a
+// request went unanswered the connection sends one request at a time, a probe, while the
+// others fail at once (a timeout error, so conditions say Harvester does not answer) until
+// Harvester answers again. Any answer, an HTTP error status included, is an answer.
+type requestGuard struct {
+	next        http.RoundTripper
+	host        string
+	timeout     time.Duration
+	slots       chan struct{}
+	mu          sync.Mutex
+	silentSince time.Time // zero while Harvester answers
+	probing     bool
+}
+
+func newRequestGuard(next http.RoundTripper, host string, timeout time.Duration, maxInFlight int) *requestGuard {
+	if timeout <= 0 {
+		timeout = DefaultRequestTimeout
+	}
+	if maxInFlight <= 0 {
+		maxInFlight = DefaultMaxInFlight
+	}
+	return &requestGuard{next: next, host: host, timeout: timeout, slots: make(chan struct{}, maxInFlight)}
+}
+
+// silentError fails a request without sending it.
+type silentError struct{ msg string }
+
+func (e *silentError) Error() string { return e.msg }
+
+// Timeout makes the error read as Harvester not answering in time (see ReachError).
+func (e *silentError) Timeout() bool { return true }
+
+// Temporary is what net.Error asks as well.
+func (e *silentError) Temporary() bool { return true }
+
+func (g *requestGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1" {
+		resp, err := g.next.RoundTrip(req)
+		g.observe(req, err, false)
+		return resp, err
+	}
+	probe, err := g.admit()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case g.slots <- struct{}{}:
+	case <-req.Context().Done():
+		g.endProbe(probe)
+		return nil, req.Context().Err()
+	case <-time.After(slotWait):
+		g.endProbe(probe)
+		return nil, &silentError{msg: fmt.Sprintf("Harvester at %s has %d requests of the provider outstanding", g.host, cap(g.slots))}
+	}
+	if !probe {
+		// Harvester may have gone silent while this request waited for its slot.
+		if probe, err = g.admit(); err != nil {
+			<-g.slots
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), g.timeout)
+	resp, err := g.next.RoundTrip(req.WithContext(ctx))
+	g.observe(req, err, probe)
+	if err != nil {
+		cancel()
+		<-g.slots
+		return nil, err
+	}
+	// The slot and the deadline hold until the answer is read.
+	resp.Body = &releasingBody{ReadCloser: resp.Body, release: func() { cancel(); <-g.slots }}
+	return resp, nil
+}
+
+// admit fails a request at once while Harvester is silent and a probe is out; otherwise it
+// lets it through, as the probe when Harvester is silent.
+func (g *requestGuard) admit() (probe bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.silentSince.IsZero() {
+		return false, nil
+	}
+	if g.probing {
+		return false, &silentError{msg: fmt.Sprintf("Harvester at %s has not answered for %s; the provider sends it one request at a time until it does",
+			g.host, time.Since(g.silentSince).Round(time.Second))}
+	}
+	g.probing = true
+	return true, nil
+}
+
+func (g *requestGuard) endProbe(probe bool) {
+	if !probe {
+		return
+	}
+	g.mu.Lock()
+	g.probing = false
+	g.mu.Unlock()
+}
+
+// observe records whether Harvester answered. A request its caller cancelled tells nothing.
+func (g *requestGuard) observe(req *http.Request, err error, probe bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if probe {
+		g.probing = false
+	}
+	switch {
+	case err == nil:
+		g.silentSince = time.Time{}
+	case req.Context().Err() != nil:
+	case g.silentSince.IsZero():
+		g.silentSince = time.Now()
+	}
+}
+
+// Silent tells whether the connection's Harvester has stopped answering (for tests and logs).
+func (g *requestGuard) Silent() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.silentSince.IsZero()
+}
+
+type releasingBody struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
+}

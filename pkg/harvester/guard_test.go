@@ -1,0 +1,125 @@
+package harvester
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// silentServer answers while answering is true and otherwise holds each request until the
+// client gives up; it counts the requests that reached it.
+type silentServer struct {
+	answering atomic.Bool
+	reached   atomic.Int32
+	inFlight  atomic.Int32
+	maxFlight atomic.Int32
+	arrivals  chan struct{}
+}
+
+func (s *silentServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.reached.Add(1)
+	select {
+	case s.arrivals <- struct{}{}:
+	default:
+	}
+	n := s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	for {
+		m := s.maxFlight.Load()
+		if n <= m || s.maxFlight.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if s.answering.Load() {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	<-r.Context().Done()
+}
+
+func TestRequestGuard(t *testing.T) {
+	srv := &silentServer{arrivals: make(chan struct{}, 64)}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	const timeout, maxInFlight = 300 * time.Millisecond, 2
+	c := &http.Client{Transport: newRequestGuard(http.DefaultTransport, ts.URL, timeout, maxInFlight)}
+	get := func(query string) error {
+		resp, err := c.Get(ts.URL + "/api/v1/namespaces/a/pods" + query)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	}
+	guard := c.Transport.(*requestGuard)
+
+	srv.answering.Store(true)
+	if err := get(""); err != nil {
+		t.Fatalf("an answering Harvester: %v", err)
+	}
+
+	// Silent: concurrent requests; at most maxInFlight reach it, each ends by the deadline, none
+	// waits much longer than the deadline plus the wait for a slot.
+	srv.answering.Store(false)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := get(""); err == nil {
+				t.Error("a silent Harvester's request succeeded")
+			}
+		}()
+	}
+	wg.Wait()
+	if took := time.Since(start); took > timeout+slotWait+time.Second {
+		t.Errorf("requests to a silent Harvester took %s", took)
+	}
+	if m := srv.maxFlight.Load(); m > maxInFlight {
+		t.Errorf("%d requests out at once, want at most %d", m, maxInFlight)
+	}
+	if !guard.Silent() {
+		t.Fatal("the guard did not notice the silence")
+	}
+
+	// While silent: one probe at a time; the others fail at once, as timeouts, without reaching it.
+	reached := srv.reached.Load()
+	for len(srv.arrivals) > 0 {
+		<-srv.arrivals
+	}
+	probeDone := make(chan error)
+	go func() { probeDone <- get("") }()
+	<-srv.arrivals // the probe is out
+	failStart := time.Now()
+	err := get("")
+	var timeoutErr interface{ Timeout() bool }
+	if err == nil || !errors.As(err, &timeoutErr) || !timeoutErr.Timeout() {
+		t.Errorf("a request beside the probe: %v, want a timeout error", err)
+	}
+	if took := time.Since(failStart); took > 100*time.Millisecond {
+		t.Errorf("a request beside the probe took %s, want an immediate failure", took)
+	}
+	if err := <-probeDone; err == nil {
+		t.Error("the probe to a silent Harvester succeeded")
+	}
+	if got := srv.reached.Load() - reached; got != 1 {
+		t.Errorf("%d requests reached the silent Harvester, want the probe only", got)
+	}
+
+	// Watches pass untouched (no deadline of the guard); one that connects shows Harvester
+	// answers again, and requests flow.
+	srv.answering.Store(true)
+	if err := get("?watch=true"); err != nil {
+		t.Fatalf("a watch: %v", err)
+	}
+	if guard.Silent() {
+		t.Error("still silent after Harvester answered")
+	}
+	if err := get(""); err != nil {
+		t.Errorf("after Harvester answered again: %v", err)
+	}
+}

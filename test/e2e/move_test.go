@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"strings"
+	"time"
+
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	clusterctllog "sigs.k8s.io/cluster-api/cmd/clusterctl/log"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// harvesterObjects maps each object the provider made in a Harvester namespace ("Kind name")
+// to its UID: what a re-creation would change.
+func harvesterObjects(g Gomega, namespace string) map[string]string {
+	objects := map[string]string{}
+	for kind, list := range map[string]client.ObjectList{
+		"VirtualMachine":         &kubevirtv1.VirtualMachineList{},
+		"VirtualMachineInstance": &kubevirtv1.VirtualMachineInstanceList{},
+		"PersistentVolumeClaim":  &corev1.PersistentVolumeClaimList{},
+		"Secret":                 &corev1.SecretList{},
+		"LoadBalancer":           &lbv1.LoadBalancerList{},
+		"ServiceAccount":         &corev1.ServiceAccountList{},
+		"RoleBinding":            &rbacv1.RoleBindingList{},
+	} {
+		g.Expect(harvesterClient().List(ctx, list, client.InNamespace(namespace))).To(Succeed())
+		items, err := meta.ExtractList(list)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, item := range items {
+			o, err := meta.Accessor(item)
+			g.Expect(err).NotTo(HaveOccurred())
+			objects[kind+" "+o.GetName()] = string(o.GetUID())
+		}
+	}
+	return objects
+}
+
+// clusterctl move, with clusterctl's own library, of a provisioned cluster to a second
+// management cluster that runs Cluster API and the provider as the first does: Harvester sees
+// nothing of it (the source's controllers stay off the paused cluster while clusterctl deletes
+// its objects, and the target's adopt what exists), and the target manages the cluster from
+// then on: it scales up and deletes it cleanly.
+var _ = Describe("clusterctl move", func() {
+	It("hands a provisioned cluster to another management cluster without touching Harvester", func() {
+		tc := newTestCluster("move", "move")
+		// A user's bootstrap Secret that no object owns moves only when labelled so.
+		base := tc.Bootstrap.DeepCopy()
+		tc.Bootstrap.Labels[clusterctlv1.ClusterctlMoveLabel] = ""
+		Expect(mgmt().Patch(ctx, tc.Bootstrap, client.MergeFrom(base))).To(Succeed())
+		tc.controlPlaneMachine("move-cp-0")
+		md := tc.machineDeployment("workers", "workers", 1, machineSpec())
+
+		By("waiting until clusterctl would move it: control plane initialised, every Machine with its Node")
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
+			g.Expect(conditions.IsTrue(tc.Cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
+			machines := &clusterv1.MachineList{}
+			g.Expect(mgmt().List(ctx, machines, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(machines.Items).To(HaveLen(2))
+			for _, m := range machines.Items {
+				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
+			}
+		}).WithTimeout(time.Minute).Should(Succeed())
+		before := harvesterObjects(Default, tc.Target)
+		Expect(before).To(HaveKey("VirtualMachine move-cp-0"))
+		Expect(before).To(HaveKey("LoadBalancer " + tc.HarvesterCluster.Status.LoadBalancer.Name))
+		providerIDs := map[string]string{}
+		for _, hm := range tc.provisionedMachines(2) {
+			providerIDs[hm.Name] = hm.Spec.ProviderID
+		}
+
+		By("starting a second management cluster with Cluster API and the provider as it ships")
+		target, err := testBed.AddManagement(ctx, providerOptions)
+		Expect(err).NotTo(HaveOccurred())
+		for _, env := range []*testenv.Environment{testBed.Management, target.Env} {
+			Expect(bed.RecordClusterctlInstall(ctx, env, true)).To(Succeed())
+		}
+		to := target.Env.Client
+
+		By("moving the namespace with clusterctl")
+		clusterctllog.SetLogger(GinkgoLogr)
+		start := time.Now()
+		Expect(bed.Move(ctx, testBed.Management, target.Env, tc.Namespace)).To(Succeed())
+		GinkgoWriter.Printf("clusterctl move took %s\n", time.Since(start).Round(time.Millisecond))
+
+		By("the source keeps nothing of the cluster; the target has it all, unpaused")
+		Eventually(func(g Gomega) {
+			for _, list := range []client.ObjectList{&clusterv1.ClusterList{}, &infrav1.HarvesterClusterList{}, &infrav1.HarvesterMachineList{}, &clusterv1.MachineList{}} {
+				g.Expect(mgmt().List(ctx, list, client.InNamespace(tc.Namespace))).To(Succeed())
+				items, _ := meta.ExtractList(list)
+				g.Expect(items).To(BeEmpty(), "%T left in the source", list)
+			}
+		}).Should(Succeed())
+		movedCluster := &clusterv1.Cluster{}
+		Expect(to.Get(ctx, client.ObjectKeyFromObject(tc.Cluster), movedCluster)).To(Succeed())
+		Expect(ptr.Deref(movedCluster.Spec.Paused, false)).To(BeFalse())
+		identity := &corev1.Secret{}
+		Expect(to.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: tc.HarvesterCluster.Spec.IdentitySecret.Name}, identity)).To(Succeed())
+
+		By("the target's provider takes the cluster and its machines over as they are on Harvester")
+		Eventually(func(g Gomega) {
+			hc := &infrav1.HarvesterCluster{}
+			g.Expect(to.Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), hc)).To(Succeed())
+			g.Expect(hc.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%v", hc.Status.Conditions)
+			g.Expect(conditions.IsTrue(hc, clusterv1.ReadyCondition)).To(BeTrue(), "%v", hc.Status.Conditions)
+			g.Expect(hc.Spec.ControlPlaneEndpoint).To(Equal(tc.HarvesterCluster.Spec.ControlPlaneEndpoint))
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(to.List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(hms.Items).To(HaveLen(2))
+			for _, hm := range hms.Items {
+				g.Expect(hm.Spec.ProviderID).To(Equal(providerIDs[hm.Name]), hm.Name)
+				g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%s: %v", hm.Name, hm.Status.Conditions)
+			}
+		}).WithTimeout(time.Minute).Should(Succeed())
+		Expect(harvesterObjects(Default, tc.Target)).To(Equal(before), "nothing on Harvester re-created, added or removed")
+
+		By("scaling the moved cluster up by one machine from the target")
+		Eventually(func(g Gomega) {
+			g.Expect(to.Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
+			md.Spec.Replicas = ptr.To[int32](2)
+			g.Expect(to.Update(ctx, md)).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			machines := &clusterv1.MachineList{}
+			g.Expect(to.List(ctx, machines, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(machines.Items).To(HaveLen(3))
+			for _, m := range machines.Items {
+				g.Expect(m.Status.Initialization.InfrastructureProvisioned).To(Equal(ptr.To(true)), m.Name)
+				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
+			}
+		}).WithTimeout(time.Minute).Should(Succeed())
+		after := harvesterObjects(Default, tc.Target)
+		vms := 0
+		for key, uid := range after {
+			if old, ok := before[key]; ok {
+				Expect(uid).To(Equal(old), "%s was re-created", key)
+			}
+			if strings.HasPrefix(key, "VirtualMachine ") {
+				vms++
+			}
+		}
+		Expect(vms).To(Equal(3), "one VM per machine, none twice")
+
+		By("deleting the cluster from the target management cluster")
+		Expect(to.Delete(ctx, movedCluster)).To(Succeed())
+		Eventually(func(g Gomega) {
+			clusters := &clusterv1.ClusterList{}
+			g.Expect(to.List(ctx, clusters, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(clusters.Items).To(BeEmpty())
+		}).WithTimeout(time.Minute).Should(Succeed())
+		leakFree(tc.Target)
+	})
+})

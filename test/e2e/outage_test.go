@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+// outageLength is how long Harvester stays silent: 20 s in make test, CHAOS_OUTAGE (make chaos:
+// 60s) otherwise.
+func outageLength() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("CHAOS_OUTAGE")); err == nil && d > 0 {
+		return d
+	}
+	return 20 * time.Second
+}
+
+// One tenant's Harvester black-holed (nothing refused, nothing answered) while its machines are
+// being provisioned: the manager does not crash, the machines say why, another tenant's
+// Harvester is served at full speed meanwhile (each connection has its own deadline, rate limit
+// and cap on requests out, so the shared workers are not all stuck on the silent one), and
+// provisioning resumes soon after the silent Harvester answers again.
+var _ = Describe("A Harvester that stops answering", func() {
+	It("holds up only its own clusters, says why, and resumes when it answers again", func() {
+		outage := outageLength()
+		const machinesA, machinesB = 12, 3
+		endpoint, err := testBed.Harvester.NewEndpoint()
+		Expect(err).NotTo(HaveOccurred())
+		kubeconfig, err := endpoint.ProviderKubeconfig(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		a := newTestClusterWith(kubeconfig, "outage-a", "outage-a")
+		b := newTestCluster("outage-b", "outage-b")
+		vms := func(tc *testCluster) func() int {
+			return func() int {
+				list := &kubevirtv1.VirtualMachineList{}
+				Expect(harvesterClient().List(ctx, list, client.InNamespace(tc.Target))).To(Succeed())
+				return len(list.Items)
+			}
+		}
+		provisioned := func(tc *testCluster) func() int {
+			return func() int {
+				hms := &infrav1.HarvesterMachineList{}
+				Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+				n := 0
+				for _, hm := range hms.Items {
+					if ptr.Deref(hm.Status.Initialization.Provisioned, false) {
+						n++
+					}
+				}
+				return n
+			}
+		}
+
+		By("black-holing tenant A's Harvester once its first VM exists")
+		a.machineDeployment("workers", "workers", machinesA, machineSpec())
+		Eventually(vms(a)).Should(BeNumerically(">=", 1))
+		endpoint.BlackHoleAPI(true)
+		silentSince := time.Now()
+		DeferCleanup(func() { endpoint.BlackHoleAPI(false) })
+
+		By("tenant B provisions at full speed meanwhile")
+		b.machineDeployment("workers", "workers", machinesB, machineSpec())
+		start := time.Now()
+		Eventually(provisioned(b)).WithTimeout(outage).WithPolling(200 * time.Millisecond).Should(Equal(machinesB))
+		tenantB := time.Since(start) // within the outage: the Eventually above is bounded by it
+
+		By("tenant A's machines say why")
+		Eventually(func(g Gomega) {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(a.Namespace))).To(Succeed())
+			var unreachable int
+			for _, hm := range hms.Items {
+				if c := conditions.Get(&hm, infrav1.VirtualMachineReadyCondition); c != nil && c.Reason == infrav1.HarvesterUnreachableReason {
+					unreachable++
+				}
+			}
+			g.Expect(unreachable).To(BeNumerically(">", 0))
+		}).WithTimeout(outage-time.Since(silentSince)).Should(Succeed(), "within the outage")
+		Expect(provisioned(a)()).To(BeNumerically("<", machinesA), "tenant A is held up")
+
+		By("waiting out the outage, then letting Harvester answer again")
+		Eventually(func() time.Duration { return time.Since(silentSince) }).WithTimeout(outage + time.Second).Should(BeNumerically(">=", outage))
+		endpoint.BlackHoleAPI(false)
+		back := time.Now()
+		Eventually(provisioned(a)).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Equal(machinesA))
+		recovery := time.Since(back)
+		Expect(vms(a)()).To(Equal(machinesA), "one VM per machine")
+		Expect(testBed.Provider.Log()).NotTo(ContainSubstring("panic"))
+		GinkgoWriter.Printf("outage %s: tenant B's %d machines provisioned in %s during it; tenant A's %d all provisioned %s after it ended\n",
+			outage, machinesB, tenantB.Round(time.Millisecond), machinesA, recovery.Round(time.Millisecond))
+
+		dups := duplicateVMs(a.Target) + duplicateVMs(b.Target)
+		Expect(dups).To(BeZero())
+		for _, tc := range []*testCluster{a, b} {
+			Expect(mgmt().Delete(ctx, tc.Cluster)).To(Succeed())
+		}
+		for _, tc := range []*testCluster{a, b} {
+			Eventually(func() error { return mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), &clusterv1.Cluster{}) }).
+				WithTimeout(time.Minute).ShouldNot(Succeed())
+			leakFree(tc.Target)
+		}
+		recordChaos(chaosRow{scenario: fmt.Sprintf("tenant A's Harvester silent %s (tenant B's %d provisioned in %s meanwhile)", outage, machinesB, tenantB.Round(100*time.Millisecond)),
+			runs: 1, machines: machinesA + machinesB, duplicates: dups, recovery: recovery, recoveryMeasuredFrom: "Harvester back -> tenant A all provisioned"})
+	})
+})
