@@ -115,10 +115,13 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 	if err != nil {
 		return err
 	}
+	cluster := func() client.Object { return &infrav1.HarvesterCluster{} }
+	loadBalancerToCluster := watchFiltered(r.Client, r.WatchFilterValue, cluster, r.loadBalancerToCluster)
+	allClusters := watchFiltered(r.Client, r.WatchFilterValue, cluster, r.allClusters)
 	r.Factory.WatchCaches(c, func(hc cache.Cache) []source.Source {
 		return []source.Source{
-			source.Kind(hc, client.Object(&lbv1.LoadBalancer{}), handler.EnqueueRequestsFromMapFunc(r.loadBalancerToCluster)),
-			source.Kind(hc, client.Object(&corev1.Node{}), handler.EnqueueRequestsFromMapFunc(r.allClusters)),
+			source.Kind(hc, client.Object(&lbv1.LoadBalancer{}), handler.EnqueueRequestsFromMapFunc(loadBalancerToCluster)),
+			source.Kind(hc, client.Object(&corev1.Node{}), handler.EnqueueRequestsFromMapFunc(allClusters)),
 		}
 	})
 	return nil

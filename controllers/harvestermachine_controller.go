@@ -92,12 +92,15 @@ func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr c
 		return err
 	}
 	r.controller = c
+	machine := func() client.Object { return &infrav1.HarvesterMachine{} }
+	toMachine := watchFiltered(r.Client, r.WatchFilterValue, machine, harvesterObjectToMachine)
+	volumeToMachine := watchFiltered(r.Client, r.WatchFilterValue, machine, r.volumeToMachine)
 	r.Factory.WatchCaches(c, func(hc cache.Cache) []source.Source {
 		return []source.Source{
-			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachine{}), handler.EnqueueRequestsFromMapFunc(harvesterObjectToMachine)),
-			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachineInstance{}), handler.EnqueueRequestsFromMapFunc(harvesterObjectToMachine)),
+			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachine{}), handler.EnqueueRequestsFromMapFunc(toMachine)),
+			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachineInstance{}), handler.EnqueueRequestsFromMapFunc(toMachine)),
 			// A deleting machine waits for its volumes to go.
-			source.Kind(hc, client.Object(&corev1.PersistentVolumeClaim{}), handler.EnqueueRequestsFromMapFunc(r.volumeToMachine),
+			source.Kind(hc, client.Object(&corev1.PersistentVolumeClaim{}), handler.EnqueueRequestsFromMapFunc(volumeToMachine),
 				predicate.Funcs{
 					CreateFunc: func(event.TypedCreateEvent[client.Object]) bool { return false },
 					DeleteFunc: func(event.TypedDeleteEvent[client.Object]) bool { return true },

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
@@ -117,6 +118,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}, controller.Options{MaxConcurrentReconciles: o.ClusterConcurrency, SkipNameValidation: skip})
 	if err != nil {
 		return fmt.Errorf("setting up the ClusterCache: %w", err)
+	}
+	// The ClusterCache runs its caches outside the manager's context: stop them with the manager,
+	// or a manager stopped in-process (tests, the bench) leaves watches open on the guests, which
+	// then keep the guests' apiservers from stopping.
+	if s, ok := clusterCache.(interface{ Shutdown() }); ok {
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			<-ctx.Done()
+			s.Shutdown()
+			return nil
+		})); err != nil {
+			return err
+		}
 	}
 	if err := (&GuestVolumeReconciler{
 		Client:           mgr.GetClient(),

@@ -17,6 +17,8 @@ type Faults struct {
 	rand     *rand.Rand
 	noIP     map[string]bool // VM namespace/name, or "*"
 	requests map[string]int  // resource, and "verb resource", -> requests seen, for tests
+	// byAgent counts the requests seen by User-Agent, then by "verb resource".
+	byAgent map[string]map[string]int
 	// tokenLifetime, when set, is the lifetime the TokenRequest API reports granting.
 	tokenLifetime time.Duration
 }
@@ -31,7 +33,7 @@ type apiFault struct {
 }
 
 func newFaults() *Faults {
-	return &Faults{rand: rand.New(rand.NewSource(1)), noIP: map[string]bool{}, requests: map[string]int{}}
+	return &Faults{rand: rand.New(rand.NewSource(1)), noIP: map[string]bool{}, requests: map[string]int{}, byAgent: map[string]map[string]int{}}
 }
 
 // FailRequests answers the next count requests for resource and verb ("*" for any) with the HTTP
@@ -100,6 +102,36 @@ func (f *Faults) Requests(resource string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.requests[resource]
+}
+
+// RequestsByUserAgent returns how many requests clients whose User-Agent starts with prefix sent
+// through the proxy, by "verb resource" (resource as requestAttributes names it). The simulator's
+// own controllers use the admin client, which goes around the proxy, so their traffic never
+// counts here.
+func (f *Faults) RequestsByUserAgent(prefix string) map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int{}
+	for agent, counts := range f.byAgent {
+		if !strings.HasPrefix(agent, prefix) {
+			continue
+		}
+		for k, n := range counts {
+			out[k] += n
+		}
+	}
+	return out
+}
+
+func (f *Faults) countAgent(agent, resource, verb string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	counts := f.byAgent[agent]
+	if counts == nil {
+		counts = map[string]int{}
+		f.byAgent[agent] = counts
+	}
+	counts[verb+" "+resource]++
 }
 
 // RequestsOf returns how many requests of one verb (list, watch, get, ...) for a resource

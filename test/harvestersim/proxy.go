@@ -107,6 +107,7 @@ func (p *faultProxy) serve(listener net.Listener) {
 
 func (p *faultProxy) handle(rp *httputil.ReverseProxy, w http.ResponseWriter, r *http.Request) {
 	resource, verb := requestAttributes(r)
+	p.faults.countAgent(r.UserAgent(), resource, verb)
 	latency, code := p.faults.decide(resource, verb)
 	if latency > 0 {
 		select {

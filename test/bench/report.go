@@ -1,0 +1,324 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Report is what one bench run measured; `make bench` writes it as out/bench/report.json (which
+// hack/benchplot draws) and out/bench/report.md.
+type Report struct {
+	Started  time.Time `json:"started"`
+	Machine  string    `json:"machine"`
+	Machines int       `json:"machines"`
+	Clusters int       `json:"clusters"`
+	// Setup says how the provider ran and what the figures include.
+	Setup []string `json:"setup"`
+
+	P1 Latency `json:"p1"`
+	P2 Scale   `json:"p2"`
+	P3 APICost `json:"p3"`
+	// P4 is empty when the run did not measure it (see Notes).
+	P4       *Latency   `json:"p4,omitempty"`
+	ScaleOut []ScaleOut `json:"scaleOut,omitempty"`
+	Notes    []string   `json:"notes,omitempty"`
+	// Series are the curves of the plot.
+	Series Series `json:"series"`
+}
+
+// Latency is a distribution of durations, for the provider and for the bare-client baseline.
+type Latency struct {
+	What     string       `json:"what"`
+	Provider Percentiles  `json:"provider"`
+	Baseline *Percentiles `json:"baseline,omitempty"`
+}
+
+// Percentiles of a sample, in milliseconds.
+type Percentiles struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50Ms"`
+	P95 float64 `json:"p95Ms"`
+	P99 float64 `json:"p99Ms"`
+	Max float64 `json:"maxMs"`
+}
+
+// Phase is one timed phase of a run (creation or deletion of everything).
+type Phase struct {
+	Seconds    float64 `json:"seconds"`
+	CPUSeconds float64 `json:"cpuSeconds"`
+	PeakRSSMiB float64 `json:"peakRssMiB"`
+}
+
+// Scale is P2: everything created (or deleted) at once, for the provider and the baseline.
+type Scale struct {
+	Create         Phase `json:"create"`
+	Delete         Phase `json:"delete"`
+	BaselineCreate Phase `json:"baselineCreate"`
+	BaselineDelete Phase `json:"baselineDelete"`
+}
+
+// APICost is P3: requests to Harvester, by "verb" or "verb resource".
+type APICost struct {
+	// ClientPerMachine is the provider's lifecycle requests by verb, counted by its own
+	// per-connection round-tripper (capi_harvester_requests_total), divided by the machines.
+	ClientPerMachine map[string]float64 `json:"clientPerMachine"`
+	// ServerPerMachine is the same counted by the simulated Harvester's fault proxy, by the
+	// provider's User-Agent.
+	ServerPerMachine map[string]float64 `json:"serverPerMachine"`
+	// BaselinePerMachine is the bare client's, counted by the fault proxy.
+	BaselinePerMachine map[string]float64 `json:"baselinePerMachine"`
+	// ServerByResource is the provider's lifecycle requests by "verb resource" (server side).
+	ServerByResource map[string]int `json:"serverByResource"`
+	// SteadyWindowSeconds is how long the steady state was watched, everything provisioned.
+	SteadyWindowSeconds float64 `json:"steadyWindowSeconds"`
+	// SteadyPerMinute is the provider's requests per minute in that window, by verb (server
+	// side; watches that stay open count once, when they open).
+	SteadyPerMinute map[string]float64 `json:"steadyPerMinute"`
+	// SteadyByResource is the provider's requests in that window by "verb resource" (server
+	// side): what to remove to reach 0.
+	SteadyByResource map[string]int `json:"steadyByResource"`
+	// SteadyClientPerMinute is the same counted by the provider's round-tripper.
+	SteadyClientPerMinute map[string]float64 `json:"steadyClientPerMinute"`
+	// ManagementPerMachine is the provider's requests to the management cluster per machine
+	// lifecycle, by verb (counted on its connection by the bench); ManagementByResource the
+	// same by "verb resource", in all; ManagementSteadyPerMinute those of the steady state.
+	ManagementPerMachine      map[string]float64 `json:"managementPerMachine"`
+	ManagementByResource      map[string]int     `json:"managementByResource"`
+	ManagementSteadyPerMinute map[string]float64 `json:"managementSteadyPerMinute"`
+	// Connections is how many connections (identity Secrets) the round-tripper counted.
+	Connections int `json:"connections"`
+}
+
+// ScaleOut is two managers on disjoint halves of the clusters.
+type ScaleOut struct {
+	// Mode is how the managers are sharded: "label" (--watch-filter) or "namespace" (--namespace).
+	Mode     string `json:"mode"`
+	Machines int    `json:"machines"`
+	// Reconciled is how many distinct objects each manager reconciled, by manager.
+	Reconciled map[string]int `json:"reconciled"`
+	// Reconciles is how many reconciles each manager ran, by manager.
+	Reconciles map[string]int `json:"reconciles"`
+	// Both lists the objects reconciled by both managers (should be none).
+	Both    []string `json:"both"`
+	Seconds float64  `json:"seconds"`
+}
+
+// Series are offsets from the start of creation, in seconds, sorted.
+type Series struct {
+	ProviderProvisioned []float64 `json:"providerProvisioned"`
+	BaselineRunning     []float64 `json:"baselineRunning"`
+}
+
+func percentiles(ds []time.Duration) Percentiles {
+	if len(ds) == 0 {
+		return Percentiles{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	// Nearest rank: the smallest value with at least p% of the sample at or below it.
+	rank := func(p float64) float64 {
+		i := int(math.Ceil(p/100*float64(len(s)))) - 1
+		return ms(s[max(i, 0)])
+	}
+	return Percentiles{N: len(s), P50: rank(50), P95: rank(95), P99: rank(99), Max: ms(s[len(s)-1])}
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())/10) / 100 }
+
+func offsets(start time.Time, ts []time.Time) []float64 {
+	out := make([]float64, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, math.Round(t.Sub(start).Seconds()*1000)/1000)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// processMeter measures this process's CPU time and peak resident memory over a phase.
+type processMeter struct {
+	start time.Time
+	cpu   time.Duration
+}
+
+func startMeter() processMeter {
+	// Reset the kernel's peak-RSS mark (VmHWM) so the phase's peak is its own; older kernels
+	// refuse and the peak is then the process's since it started.
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	return processMeter{start: time.Now(), cpu: cpuTime()}
+}
+
+func (m processMeter) stop() Phase {
+	return Phase{
+		Seconds:    round3(time.Since(m.start).Seconds()),
+		CPUSeconds: round3((cpuTime() - m.cpu).Seconds()),
+		PeakRSSMiB: round3(peakRSSMiB()),
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func peakRSSMiB() float64 {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err == nil {
+				return kib / 1024
+			}
+		}
+	}
+	return 0
+}
+
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func perMachine(counts map[string]int, machines int, key func(string) string) map[string]float64 {
+	out := map[string]float64{}
+	for k, n := range counts {
+		out[key(k)] += float64(n) / float64(machines)
+	}
+	for k, v := range out {
+		out[k] = round3(v)
+	}
+	return out
+}
+
+func verbOf(k string) string { v, _, _ := strings.Cut(k, " "); return v }
+
+func sum(m map[string]float64) float64 {
+	var s float64
+	for _, v := range m {
+		s += v
+	}
+	return round3(s)
+}
+
+func writes(m map[string]float64) float64 {
+	var s float64
+	for _, v := range []string{"create", "update", "patch", "delete", "deletecollection"} {
+		s += m[v]
+	}
+	return round3(s)
+}
+
+// Write puts report.json and report.md into dir and returns the markdown.
+func (r *Report) Write(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(js, '\n'), 0o644); err != nil {
+		return "", err
+	}
+	md := r.Markdown()
+	return md, os.WriteFile(filepath.Join(dir, "report.md"), []byte(md), 0o644)
+}
+
+// Markdown renders the report as the table docs/performance.md quotes.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Bench %s\n\n%d machines in %d clusters; %s.\n\n", r.Started.UTC().Format(time.RFC3339), r.Machines, r.Clusters, r.Machine)
+	for _, s := range r.Setup {
+		fmt.Fprintf(&b, "- %s\n", s)
+	}
+	b.WriteString("\n| figure | provider | bare-client baseline | ratio |\n| --- | --- | --- | --- |\n")
+	lat := func(name string, l *Latency) {
+		base := l.Baseline
+		row := func(label string, p, q float64) {
+			qs, rs := "n/a", "n/a"
+			if base != nil {
+				qs, rs = fmt.Sprintf("%.0f ms", q), ratio(p, q)
+			}
+			fmt.Fprintf(&b, "| %s %s | %.0f ms | %s | %s |\n", name, label, p, qs, rs)
+		}
+		var q Percentiles
+		if base != nil {
+			q = *base
+		}
+		row("p50", l.Provider.P50, q.P50)
+		row("p95", l.Provider.P95, q.P95)
+		row("p99", l.Provider.P99, q.P99)
+		row("max", l.Provider.Max, q.Max)
+	}
+	lat("P1", &r.P1)
+	phase := func(name string, p, q Phase) {
+		fmt.Fprintf(&b, "| P2 %s: wall | %.1f s | %.1f s | %s |\n", name, p.Seconds, q.Seconds, ratio(p.Seconds, q.Seconds))
+		fmt.Fprintf(&b, "| P2 %s: CPU of the bench process | %.1f s | %.1f s | %s |\n", name, p.CPUSeconds, q.CPUSeconds, ratio(p.CPUSeconds, q.CPUSeconds))
+		fmt.Fprintf(&b, "| P2 %s: peak RSS of the bench process | %.0f MiB | %.0f MiB | %s |\n", name, p.PeakRSSMiB, q.PeakRSSMiB, ratio(p.PeakRSSMiB, q.PeakRSSMiB))
+	}
+	phase("create -> all provisioned", r.P2.Create, r.P2.BaselineCreate)
+	phase("delete -> LeakCheck empty", r.P2.Delete, r.P2.BaselineDelete)
+	c := r.P3
+	fmt.Fprintf(&b, "| P3 Harvester requests per machine lifecycle (client side) | %.1f | | |\n", sum(c.ClientPerMachine))
+	fmt.Fprintf(&b, "| P3 Harvester requests per machine lifecycle (server side) | %.1f | %.1f | %s |\n", sum(c.ServerPerMachine), sum(c.BaselinePerMachine), ratio(sum(c.ServerPerMachine), sum(c.BaselinePerMachine)))
+	fmt.Fprintf(&b, "| P3 Harvester writes per machine lifecycle (server side) | %.1f | %.1f | %s |\n", writes(c.ServerPerMachine), writes(c.BaselinePerMachine), ratio(writes(c.ServerPerMachine), writes(c.BaselinePerMachine)))
+	fmt.Fprintf(&b, "| P3 requests per minute at steady state (%.0f s window, server side) | %.1f | 0 (idle client) | |\n", c.SteadyWindowSeconds, sum(c.SteadyPerMinute))
+	fmt.Fprintf(&b, "| P3 management-cluster requests per machine lifecycle (writes) | %.1f (%.1f) | | |\n", sum(c.ManagementPerMachine), writes(c.ManagementPerMachine))
+	fmt.Fprintf(&b, "| P3 management-cluster requests per minute at steady state | %.1f | | |\n", sum(c.ManagementSteadyPerMinute))
+	if r.P4 != nil {
+		lat("P4", r.P4)
+	} else {
+		b.WriteString("| P4 CCM: Harvester LB allocated -> guest Service has the address | not measured | | |\n")
+	}
+	b.WriteString("\nP3 by verb, per machine lifecycle:\n\n| verb | provider (client side) | provider (server side) | baseline (server side) |\n| --- | --- | --- | --- |\n")
+	verbs := map[string]bool{}
+	for _, m := range []map[string]float64{c.ClientPerMachine, c.ServerPerMachine, c.BaselinePerMachine} {
+		for v := range m {
+			verbs[v] = true
+		}
+	}
+	for _, v := range slices.Sorted(func(yield func(string) bool) {
+		for v := range verbs {
+			if !yield(v) {
+				return
+			}
+		}
+	}) {
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f |\n", v, c.ClientPerMachine[v], c.ServerPerMachine[v], c.BaselinePerMachine[v])
+	}
+	fmt.Fprintf(&b, "\nManagement cluster, per machine lifecycle by verb: %v; at steady state, per minute: %v.\n", c.ManagementPerMachine, c.ManagementSteadyPerMinute)
+	fmt.Fprintf(&b, "\nSteady state, requests per minute by verb (server side): %v; client side: %v; requests in the window by verb and resource (server side): %v.\n",
+		c.SteadyPerMinute, c.SteadyClientPerMinute, c.SteadyByResource)
+	for _, so := range r.ScaleOut {
+		how := "--watch-filter shard-a / shard-b"
+		if so.Mode == "namespace" {
+			how = "--namespace, one cluster each, one Harvester target namespace"
+		}
+		fmt.Fprintf(&b, "\nScale-out by %s: %d machines on two managers (%s), all provisioned in %.1f s. Objects reconciled: %v; reconciles: %v; reconciled by both: %d %v.\n",
+			so.Mode, so.Machines, how, so.Seconds, so.Reconciled, so.Reconciles, len(so.Both), so.Both)
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\nNotes:\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	return b.String()
+}

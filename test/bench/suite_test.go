@@ -1,0 +1,691 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+const (
+	providerAgent   = "cluster-api-provider-harvester" // controllers.Setup's Harvester User-Agent
+	bareAgent       = "bench-bare-client"
+	targetNamespace = "guests"
+	// The label CAPI's --watch-filter selects on.
+	watchFilterLabel = clusterv1.WatchLabel
+)
+
+// settings are the bench's knobs, from the environment `make bench` passes on.
+type settings struct {
+	machines, clusters int
+	steady             time.Duration
+	profile, scaleOut  bool
+	out                string
+	concurrency        int
+	services           int
+}
+
+func readSettings() (settings, error) {
+	s := settings{machines: 20, steady: 30 * time.Second, scaleOut: true, concurrency: 10,
+		out: filepath.Join(testenv.RepoRoot(), "out", "bench")}
+	var err error
+	atoi := func(key string, dst *int) {
+		if v := os.Getenv(key); v != "" && err == nil {
+			*dst, err = strconv.Atoi(v)
+		}
+	}
+	atoi("BENCH_MACHINES", &s.machines)
+	s.clusters = max(1, s.machines/10)
+	atoi("BENCH_CLUSTERS", &s.clusters)
+	s.services = min(20, s.machines)
+	atoi("BENCH_SERVICES", &s.services)
+	if v := os.Getenv("BENCH_STEADY"); v != "" && err == nil {
+		s.steady, err = time.ParseDuration(v)
+	}
+	s.profile = os.Getenv("BENCH_PROFILE") == "1"
+	s.scaleOut = os.Getenv("BENCH_SCALEOUT") != "0"
+	if v := os.Getenv("BENCH_OUT"); v != "" {
+		s.out = v
+	}
+	if err != nil {
+		return s, err
+	}
+	if s.machines < s.clusters || s.clusters < 1 {
+		return s, fmt.Errorf("BENCH_MACHINES (%d) must be at least BENCH_CLUSTERS (%d) >= 1", s.machines, s.clusters)
+	}
+	if s.services > 40 {
+		return s, fmt.Errorf("BENCH_SERVICES %d: at most 40 (the simulated Harvester's pool)", s.services)
+	}
+	if s.clusters > 50 {
+		// The simulator's default pool has 50 load-balancer addresses, one per cluster.
+		return s, fmt.Errorf("BENCH_CLUSTERS %d: at most 50 (the simulated Harvester's pool)", s.clusters)
+	}
+	return s, nil
+}
+
+// BenchmarkSuite runs the whole bench once (make bench: -benchtime 1x) and writes the report.
+// It asserts nothing about speed: it fails only when the bed cannot do what it measures.
+func BenchmarkSuite(b *testing.B) {
+	s, err := readSettings()
+	must(b, err)
+	r := runSuite(b, s)
+	md, err := r.Write(s.out)
+	must(b, err)
+	fmt.Print(md)
+	fmt.Printf("\nwritten: %s\n", filepath.Join(s.out, "report.{md,json}"))
+}
+
+// TestSuiteRunsSmall runs every part of the bench at a tiny size, so that the bench's code keeps
+// working; it checks that each part measured something, never how fast.
+func TestSuiteRunsSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole bed")
+	}
+	// No P4 here yet: its guest's kube-apiserver failed to stop within envtest's 20 s in 3 of 4
+	// runs while in-process managers left ClusterCache watches open on it. Setup now stops the
+	// ClusterCache with its manager and the next run passed; add P4 back once more runs confirm
+	// it, so that `make test` does not turn flaky. `make bench` runs P4.
+	s := settings{machines: 3, clusters: 2, steady: time.Second, scaleOut: true, concurrency: 10, out: t.TempDir()}
+	r := runSuite(t, s)
+	if r.P1.Provider.N != s.machines || r.P1.Baseline.N != s.machines {
+		t.Errorf("P1 measured %d machines and %d baseline VMs, want %d", r.P1.Provider.N, r.P1.Baseline.N, s.machines)
+	}
+	if r.P2.Create.Seconds <= 0 || r.P2.Delete.Seconds <= 0 || r.P2.BaselineCreate.Seconds <= 0 {
+		t.Errorf("P2 has empty phases: %+v", r.P2)
+	}
+	if r.P3.ServerPerMachine["create"] == 0 || r.P3.ClientPerMachine["create"] == 0 || r.P3.BaselinePerMachine["create"] == 0 {
+		t.Errorf("P3 counted no creates: %+v", r.P3)
+	}
+	if len(r.ScaleOut) != 2 {
+		t.Errorf("scale-out: %+v, want both modes", r.ScaleOut)
+	}
+	for _, so := range r.ScaleOut {
+		if so.Reconciled["shard-a"] == 0 || so.Reconciled["shard-b"] == 0 {
+			t.Errorf("scale-out by %s: a manager reconciled nothing: %+v", so.Mode, so)
+		}
+	}
+	md, err := r.Write(s.out)
+	if err != nil {
+		t.Error(err)
+	}
+	t.Log(md)
+}
+
+func runSuite(b testing.TB, s settings) *Report {
+	var err error
+	ctx := context.Background()
+	tb, err := bed.Start(ctx, bed.Options{})
+	must(b, err)
+	defer func() {
+		if err := tb.Stop(ctx); err != nil {
+			b.Error(err)
+		}
+	}()
+	r := &Report{
+		Started: time.Now(), Machines: s.machines, Clusters: s.clusters,
+		Machine: fmt.Sprintf("%d CPUs (GOMAXPROCS %d), %s/%s, %s", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version()),
+		Setup: []string{
+			"The provider runs in-process (controllers.Setup on its own controller-runtime manager, as main.go wires it), next to CAPI's core controllers, the simulator's controllers and the bench's clients: CPU and peak RSS are the bench process's, not the manager's alone (kube-apiservers and etcds are separate processes and not counted).",
+			"No guest clusters: HarvesterMachines provision without a guest (CAPI Machines then never get a Node); the scale figures say nothing about guests.",
+			fmt.Sprintf("Manager: %d machine and %d cluster reconciles in parallel, Harvester QPS 100, burst 200.", s.concurrency, 5),
+			"Baseline: the same number of VMs (harvestersim.SampleVM, no cloud-init Secret) created directly against the simulated Harvester through its fault proxy by a plain controller-runtime client and cache, no CAPI, no provider.",
+		},
+	}
+	running := &stamps{at: map[string]time.Time{}}
+	watch(ctx, b, tb.Harvester.Env.Manager.GetCache(), &kubevirtv1.VirtualMachineInstance{}, func(obj any) {
+		if vmi, ok := obj.(*kubevirtv1.VirtualMachineInstance); ok && vmiUp(vmi) {
+			running.mark(vmi.Name)
+		}
+	})
+	provisioned := &stamps{at: map[string]time.Time{}}
+	watch(ctx, b, tb.Management.Manager.GetCache(), &infrav1.HarvesterMachine{}, func(obj any) {
+		if hm, ok := obj.(*infrav1.HarvesterMachine); ok && ptr.Deref(hm.Status.Initialization.Provisioned, false) {
+			provisioned.mark(hm.Name)
+		}
+	})
+	kubeconfig, err := tb.Harvester.ProviderKubeconfig(ctx)
+	must(b, err)
+
+	baseline, err := runBaseline(ctx, tb, kubeconfig, s, running)
+	must(b, err)
+	r.Series.BaselineRunning = baseline.running
+
+	var cpuProfile *os.File
+	if s.profile {
+		must(b, os.MkdirAll(s.out, 0o755))
+		cpuProfile, err = os.Create(filepath.Join(s.out, "cpu.pprof"))
+		must(b, err)
+		must(b, pprof.StartCPUProfile(cpuProfile))
+		r.Notes = append(r.Notes, "BENCH_PROFILE=1: cpu.pprof covers the provider's creation and deletion phases, heap.pprof is taken with everything provisioned; both are of the whole bench process (provider, CAPI core, simulator controllers, clients).")
+	}
+	provider, err := runProvider(ctx, tb, kubeconfig, s, running, provisioned)
+	if s.profile {
+		pprof.StopCPUProfile()
+		must(b, errors.Join(err, cpuProfile.Close()))
+	}
+	must(b, err)
+	r.Series.ProviderProvisioned = provider.provisioned
+	r.P1 = Latency{What: "VMI running with an address -> HarvesterMachine provisioned (baseline: -> the bare client's cache has it)",
+		Provider: percentiles(provider.latencies), Baseline: ptr.To(percentiles(baseline.latencies))}
+	r.P2 = Scale{Create: provider.create, Delete: provider.delete, BaselineCreate: baseline.create, BaselineDelete: baseline.delete}
+	r.P3 = provider.cost
+	r.P3.BaselinePerMachine = perMachine(baseline.requests, s.machines, verbOf)
+	r.Notes = append(r.Notes,
+		"P3 lifecycle = the creation phase plus the deletion phase; it includes each cluster's own requests (load balancer, guest credentials), spread over its machines.",
+		"P3 server side counts what passed the simulated Harvester's fault proxy with the provider's User-Agent; the simulator's controllers use the admin client, around the proxy, and never count.")
+
+	if s.scaleOut {
+		for _, mode := range []string{"label", "namespace"} {
+			so, err := runScaleOut(ctx, tb, kubeconfig, s, provisioned, mode)
+			must(b, err)
+			r.ScaleOut = append(r.ScaleOut, *so)
+			if len(so.Both) > 0 {
+				// Not a speed: two shards acting on one object is a fault.
+				b.Errorf("scale-out by %s: objects reconciled by both managers: %v", mode, so.Both)
+			}
+		}
+	}
+	if s.services > 0 {
+		r.P4, err = runCCM(ctx, tb, kubeconfig, s, s.services)
+		must(b, err)
+		r.Notes = append(r.Notes, fmt.Sprintf("P4: %d LoadBalancer Services created at once in one guest cluster; the cloud provider runs in-process with k8s.io/cloud-provider's service controller (5 workers), which writes the Service's status (pool IPAM; kube-vip is not simulated).", s.services))
+	}
+	return r
+}
+
+func vmiUp(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	return vmi.Status.Phase == kubevirtv1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+}
+
+type baselineResult struct {
+	latencies      []time.Duration
+	running        []float64
+	create, delete Phase
+	requests       map[string]int
+}
+
+// runBaseline creates s.machines VMs straight on Harvester with a plain client, waits until its
+// own cache sees each running with an address, deletes them and waits until nothing is left.
+func runBaseline(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, running *stamps) (*baselineResult, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent, cfg.QPS, cfg.Burst = bareAgent, 100, 200
+	scheme, err := harvester.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	vmis, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{targetNamespace: {}}})
+	if err != nil {
+		return nil, err
+	}
+	cacheCtx, stopCache := context.WithCancel(ctx)
+	defer stopCache()
+	go func() { _ = vmis.Start(cacheCtx) }()
+	seen := &stamps{at: map[string]time.Time{}}
+	inf, err := vmis.GetInformer(ctx, &kubevirtv1.VirtualMachineInstance{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := inf.AddEventHandler(onAddUpdate(func(obj any) {
+		if vmi, ok := obj.(*kubevirtv1.VirtualMachineInstance); ok && vmiUp(vmi) {
+			seen.mark(vmi.Name)
+		}
+	})); err != nil {
+		return nil, err
+	}
+	if !vmis.WaitForCacheSync(ctx) {
+		return nil, errors.New("the bare client's cache did not sync")
+	}
+
+	names := make([]string, s.machines)
+	for i := range names {
+		names[i] = fmt.Sprintf("bare-%04d", i)
+	}
+	res := &baselineResult{}
+	meter := startMeter()
+	start := time.Now()
+	if err := forEach(ctx, names, s.concurrency, func(ctx context.Context, name string) error {
+		vm := harvestersim.SampleVM(targetNamespace, name, "")
+		vm.Annotations[harvestersim.AnnotationRemovedPVCs] = vm.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
+		return c.Create(ctx, vm)
+	}); err != nil {
+		return nil, fmt.Errorf("baseline: creating VMs: %w", err)
+	}
+	if err := waitFor(ctx, "the bare client to see every VMI running", func() bool { return seen.count() == s.machines }); err != nil {
+		return nil, err
+	}
+	res.create = meter.stop()
+	var upAt []time.Time
+	for _, n := range names {
+		at, _ := seen.get(n)
+		upAt = append(upAt, at)
+		if r, ok := running.get(n); ok {
+			// The bench's watch and the bare client's deliver the same event a few ms apart,
+			// in either order: an earlier delivery is no latency at all.
+			res.latencies = append(res.latencies, max(0, at.Sub(r)))
+		}
+	}
+	res.running = offsets(start, upAt)
+
+	meter = startMeter()
+	if err := forEach(ctx, names, s.concurrency, func(ctx context.Context, name string) error {
+		vm := &kubevirtv1.VirtualMachine{}
+		vm.Namespace, vm.Name = targetNamespace, name
+		return c.Delete(ctx, vm)
+	}); err != nil {
+		return nil, fmt.Errorf("baseline: deleting VMs: %w", err)
+	}
+	if err := waitLeakFree(ctx, tb); err != nil {
+		return nil, fmt.Errorf("baseline: %w", err)
+	}
+	res.delete = meter.stop()
+	res.requests = tb.Harvester.Faults.RequestsByUserAgent(bareAgent)
+	return res, nil
+}
+
+type providerResult struct {
+	latencies      []time.Duration
+	provisioned    []float64
+	create, delete Phase
+	cost           APICost
+}
+
+// runProvider runs one unfiltered manager: creates every cluster and its MachineDeployment at
+// once, waits until every HarvesterMachine is provisioned, watches the steady state, deletes the
+// Clusters and waits until Harvester is clean.
+func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, running, provisioned *stamps) (*providerResult, error) {
+	mgmt := newRequestCounter()
+	stop, err := startManager(ctx, tb, managerScope{}, newReconcileLog(), s, mgmt)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	res := &providerResult{}
+	clusters := spread(s.machines, s.clusters)
+
+	server0, client0, mgmt0 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
+	meter := startMeter()
+	start := time.Now()
+	if err := createClusters(ctx, tb, kubeconfig, "bench", clusters, func(int) map[string]string { return nil }, s.concurrency); err != nil {
+		return nil, err
+	}
+	names, err := waitProvisioned(ctx, tb, "bench", s.machines, provisioned)
+	if err != nil {
+		return nil, err
+	}
+	res.create = meter.stop()
+	server1, client1, mgmt1 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
+	var at []time.Time
+	for _, n := range names {
+		p, _ := provisioned.get(n)
+		at = append(at, p)
+		if r, ok := running.get(harvester.VMName(n)); ok {
+			res.latencies = append(res.latencies, p.Sub(r))
+		}
+	}
+	res.provisioned = offsets(start, at)
+	if s.profile {
+		if err := writeHeapProfile(filepath.Join(s.out, "heap.pprof")); err != nil {
+			return nil, err
+		}
+	}
+
+	// Steady state: everything provisioned, nothing changing. The wait is the measurement window,
+	// not a synchronisation.
+	select {
+	case <-time.After(s.steady):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	server2, client2, mgmt2 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
+	perMinute := func(d map[string]int) map[string]float64 {
+		out := map[string]float64{}
+		for k, n := range d {
+			out[verbOf(k)] += float64(n) / s.steady.Minutes()
+		}
+		for k, v := range out {
+			out[k] = round3(v)
+		}
+		return out
+	}
+	res.cost.SteadyWindowSeconds = s.steady.Seconds()
+	res.cost.SteadyPerMinute = perMinute(diff(server2, server1))
+	res.cost.SteadyByResource = diff(server2, server1)
+	res.cost.ManagementSteadyPerMinute = perMinute(diff(mgmt2, mgmt1))
+	res.cost.SteadyClientPerMinute = perMinute(diff(client2.byVerbResource, client1.byVerbResource))
+
+	meter = startMeter()
+	for i := range clusters {
+		cluster := &clusterv1.Cluster{}
+		cluster.Namespace, cluster.Name = fmt.Sprintf("bench-%d", i), "bench"
+		if err := tb.Management.Client.Delete(ctx, cluster); err != nil {
+			return nil, fmt.Errorf("deleting cluster %d: %w", i, err)
+		}
+	}
+	if err := waitDeleted(ctx, tb); err != nil {
+		return nil, err
+	}
+	res.delete = meter.stop()
+	server3, client3, mgmt3 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
+
+	lifecycle := add(diff(server1, server0), diff(server3, server2))
+	clientLifecycle := add(diff(client1.byVerbResource, client0.byVerbResource), diff(client3.byVerbResource, client2.byVerbResource))
+	res.cost.ServerByResource = lifecycle
+	res.cost.ServerPerMachine = perMachine(lifecycle, s.machines, verbOf)
+	res.cost.ClientPerMachine = perMachine(clientLifecycle, s.machines, verbOf)
+	res.cost.Connections = len(client3.connections)
+	mgmtLifecycle := add(diff(mgmt1, mgmt0), diff(mgmt3, mgmt2))
+	res.cost.ManagementPerMachine = perMachine(mgmtLifecycle, s.machines, verbOf)
+	res.cost.ManagementByResource = mgmtLifecycle
+	return res, nil
+}
+
+// runScaleOut runs two managers on disjoint halves of the clusters and counts which objects each
+// reconciled. By "label", each manager has a --watch-filter value and the clusters of its half
+// carry it; by "namespace", each manager is scoped to one namespace (--namespace) holding one
+// cluster, and both clusters share Harvester's target namespace.
+func runScaleOut(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, provisioned *stamps, mode string) (*ScaleOut, error) {
+	shards := []string{"shard-a", "shard-b"}
+	prefix, clusters := "label", spread(s.machines, max(2, s.clusters))
+	labels := func(i int) map[string]string { return map[string]string{watchFilterLabel: shards[i%2]} }
+	if mode == "namespace" {
+		prefix, clusters = "scoped", spread(s.machines, 2)
+		labels = func(int) map[string]string { return nil }
+	}
+	logs := map[string]*reconcileLog{}
+	for i, shard := range shards {
+		logs[shard] = newReconcileLog()
+		filter, namespace := shard, ""
+		if mode == "namespace" {
+			filter, namespace = "", fmt.Sprintf("%s-%d", prefix, i)
+		}
+		stop, err := startManager(ctx, tb, managerScope{filter: filter, namespace: namespace}, logs[shard], s, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
+	start := time.Now()
+	if err := createClusters(ctx, tb, kubeconfig, prefix, clusters, labels, s.concurrency); err != nil {
+		return nil, err
+	}
+	if _, err := waitProvisioned(ctx, tb, prefix, s.machines, provisioned); err != nil {
+		return nil, err
+	}
+	out := &ScaleOut{Mode: mode, Machines: s.machines, Seconds: round3(time.Since(start).Seconds()), Reconciled: map[string]int{}, Reconciles: map[string]int{}}
+	for i := range clusters {
+		cluster := &clusterv1.Cluster{}
+		cluster.Namespace, cluster.Name = fmt.Sprintf("%s-%d", prefix, i), "bench"
+		if err := tb.Management.Client.Delete(ctx, cluster); err != nil {
+			return nil, err
+		}
+	}
+	if err := waitDeleted(ctx, tb); err != nil {
+		return nil, err
+	}
+	a, bb := logs[shards[0]].counts(), logs[shards[1]].counts()
+	for shard, counts := range map[string]map[string]int{shards[0]: a, shards[1]: bb} {
+		out.Reconciled[shard] = len(counts)
+		for _, n := range counts {
+			out.Reconciles[shard] += n
+		}
+	}
+	for obj := range a {
+		if _, ok := bb[obj]; ok {
+			out.Both = append(out.Both, obj)
+		}
+	}
+	slices.Sort(out.Both)
+	return out, nil
+}
+
+// managerScope is what a manager reconciles: main.go's --watch-filter and --namespace.
+type managerScope struct{ filter, namespace string }
+
+// startManager runs the provider on its own manager against the management cluster, as main.go
+// does (with --watch-filter and --namespace as scope says), logging only its reconciles into log.
+func startManager(ctx context.Context, tb *bed.Bed, scope managerScope, log *reconcileLog, s settings, requests *requestCounter) (stop func(), err error) {
+	scheme, err := controllers.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(tb.Management.Config)
+	if requests != nil {
+		cfg.Wrap(requests.wrap)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 log.Logger(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: controllers.UncachedObjects()}},
+		Cache:                  cacheOptions(scope.namespace),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := controllers.Setup(ctx, mgr, controllers.Options{
+		WatchFilterValue: scope.filter, ClusterConcurrency: 5, MachineConcurrency: s.concurrency,
+		HarvesterQPS: 100, HarvesterBurst: 200, SkipNameValidation: true,
+	}); err != nil {
+		return nil, err
+	}
+	mgrCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mgrCtx) }()
+	return func() { cancel(); <-done }, nil
+}
+
+func cacheOptions(namespace string) cache.Options {
+	if namespace == "" {
+		return cache.Options{}
+	}
+	return cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}}
+}
+
+// spread splits machines over clusters as evenly as it goes.
+func spread(machines, clusters int) []int {
+	out := make([]int, clusters)
+	for i := range out {
+		out[i] = machines / clusters
+		if i < machines%clusters {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// createClusters creates, all at once, cluster i in namespace <prefix>-<i> with a
+// MachineDeployment of sizes[i] machines.
+func createClusters(ctx context.Context, tb *bed.Bed, kubeconfig []byte, prefix string, sizes []int, labels func(int) map[string]string, concurrency int) error {
+	idx := make([]int, len(sizes))
+	for i := range idx {
+		idx[i] = i
+	}
+	return forEach(ctx, idx, concurrency, func(ctx context.Context, i int) error {
+		ns := fmt.Sprintf("%s-%d", prefix, i)
+		if err := createCluster(ctx, tb, kubeconfig, ns, "bench", labels(i)); err != nil {
+			return fmt.Errorf("cluster %s: %w", ns, err)
+		}
+		return tb.Management.Client.Create(ctx, machineDeployment(ns, "bench", int32(sizes[i]), labels(i)))
+	})
+}
+
+// waitProvisioned waits until machines HarvesterMachines in namespaces <prefix>-* are provisioned
+// and returns their names.
+func waitProvisioned(ctx context.Context, tb *bed.Bed, prefix string, machines int, provisioned *stamps) ([]string, error) {
+	var names []string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(ctx context.Context) (bool, error) {
+		hms := &infrav1.HarvesterMachineList{}
+		if err := tb.Management.Client.List(ctx, hms); err != nil {
+			return false, err
+		}
+		names = names[:0]
+		for _, hm := range hms.Items {
+			if _, ok := provisioned.get(hm.Name); ok && strings.HasPrefix(hm.Namespace, prefix+"-") {
+				names = append(names, hm.Name)
+			}
+		}
+		return len(names) == machines, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for %d HarvesterMachines provisioned (%d are): %w", machines, len(names), err)
+	}
+	return names, nil
+}
+
+// waitDeleted waits until the management cluster holds no Cluster, HarvesterCluster or
+// HarvesterMachine and LeakCheck finds nothing on Harvester.
+func waitDeleted(ctx context.Context, tb *bed.Bed) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(ctx context.Context) (bool, error) {
+		clusters, hcs, hms := &clusterv1.ClusterList{}, &infrav1.HarvesterClusterList{}, &infrav1.HarvesterMachineList{}
+		for _, l := range []client.ObjectList{clusters, hcs, hms} {
+			if err := tb.Management.Client.List(ctx, l); err != nil {
+				return false, err
+			}
+		}
+		// The Clusters too: until they go, CAPI's ClusterCache keeps its connections to guests.
+		return len(clusters.Items) == 0 && len(hcs.Items) == 0 && len(hms.Items) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the HarvesterClusters and HarvesterMachines to go: %w", err)
+	}
+	return waitLeakFree(ctx, tb)
+}
+
+func waitLeakFree(ctx context.Context, tb *bed.Bed) error {
+	var leaks []string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		leaks, err = tb.LeakCheck(ctx, targetNamespace)
+		return len(leaks) == 0, err
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for LeakCheck to be empty (%d left, e.g. %v): %w", len(leaks), leaks[:min(3, len(leaks))], err)
+	}
+	return nil
+}
+
+func waitFor(ctx context.Context, what string, done func() bool) error {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) { return done(), nil })
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w", what, err)
+	}
+	return nil
+}
+
+func forEach[T any](ctx context.Context, items []T, concurrency int, do func(context.Context, T) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(concurrency)
+	for _, item := range items {
+		g.Go(func() error { return do(ctx, item) })
+	}
+	return g.Wait()
+}
+
+// requestCounts are the provider's Harvester requests as its round-tripper counted them
+// (capi_harvester_requests_total in controller-runtime's registry), summed over connections.
+type requestCounts struct {
+	byVerbResource map[string]int
+	connections    map[string]bool
+}
+
+func clientRequests() requestCounts {
+	out := requestCounts{byVerbResource: map[string]int{}, connections: map[string]bool{}}
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return out
+	}
+	for _, f := range families {
+		if f.GetName() != "capi_harvester_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			l := labels(m)
+			// The server side names resources without their group: compare like with like.
+			resource := l["resource"]
+			if group, rest, ok := strings.Cut(resource, "/"); ok && strings.Contains(group, ".") {
+				resource = rest
+			}
+			out.byVerbResource[l["verb"]+" "+resource] += int(m.GetCounter().GetValue())
+			out.connections[l["connection"]] = true
+		}
+	}
+	return out
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+func diff(after, before map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func add(a, b map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range a {
+		out[k] += v
+	}
+	for k, v := range b {
+		out[k] += v
+	}
+	return out
+}
+
+func writeHeapProfile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
+}
