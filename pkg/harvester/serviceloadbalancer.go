@@ -78,7 +78,9 @@ var (
 // existing load balancer of ours is renamed.
 func ServiceLoadBalancerName(cluster, namespace, name string, uid types.UID) string {
 	var base string
-	if upstreamClusterName(cluster) {
+	// Upstream's naming for Services as the apiserver admits them (their namespace and name are
+	// DNS labels); anything else gets the sanitised form below, so the result is always a label.
+	if upstreamClusterName(cluster) && !notDNSLabelChars.MatchString(namespace+name) {
 		if len(validation.IsDNS1035Label(cluster)) > 0 {
 			cluster = "a" + cluster
 		}
