@@ -150,14 +150,7 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 		g.Expect(controlPlaneNodes[ccm[0].Spec.NodeName]).To(BeTrue(), "the CCM pod runs on %q", ccm[0].Spec.NodeName)
 		g.Expect(ccm[0].Status.Phase).To(Equal(corev1.PodRunning))
 		g.Expect(gc.CCMRunning()).To(BeTrue())
-		for _, app := range []string{"kube-vip", "harvester-csi-driver"} {
-			onNodes := map[string]bool{}
-			for _, p := range guestPods(g, gc, app) {
-				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
-				onNodes[p.Spec.NodeName] = true
-			}
-			g.Expect(onNodes).To(HaveLen(2), "%s pods on both nodes", app)
-		}
+		expectNodeAddonsOnEveryNode(g, gc, 2)
 	}).Should(Succeed())
 
 	By("the guest apiserver serves with the CAs the control-plane provider generated: its kubeconfig Secret works")

@@ -112,14 +112,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(guestPods(g, gc, "harvester-cloud-controller-manager")).To(ConsistOf(And(
 				HaveField("Spec.NodeName", cpNode), HaveField("Status.Phase", corev1.PodRunning))))
-			for _, app := range []string{"kube-vip", "harvester-csi-driver"} {
-				onNodes := map[string]bool{}
-				for _, p := range guestPods(g, gc, app) {
-					g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
-					onNodes[p.Spec.NodeName] = true
-				}
-				g.Expect(onNodes).To(HaveLen(3), "%s pods on every node", app)
-			}
+			expectNodeAddonsOnEveryNode(g, gc, 3)
 		}).Should(Succeed())
 
 		By("a rollout of the CCM Deployment completes on its one eligible node: the old pod makes way for the new (host port 10258)")
@@ -231,4 +224,17 @@ func guestPods(g Gomega, gc *guest.Cluster, app string) []corev1.Pod {
 	pods := &corev1.PodList{}
 	g.Expect(gc.Env.Client.List(ctx, pods, client.MatchingLabels{"app.kubernetes.io/name": app})).To(Succeed())
 	return pods.Items
+}
+
+// expectNodeAddonsOnEveryNode checks that kube-vip's and the CSI driver's pods run on each of
+// the guest's nodes.
+func expectNodeAddonsOnEveryNode(g Gomega, gc *guest.Cluster, nodes int) {
+	for _, app := range []string{"kube-vip", "harvester-csi-driver"} {
+		onNodes := map[string]bool{}
+		for _, p := range guestPods(g, gc, app) {
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
+			onNodes[p.Spec.NodeName] = true
+		}
+		g.Expect(onNodes).To(HaveLen(nodes), "%s pods on every node", app)
+	}
 }
