@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -131,6 +133,10 @@ func (e *Environment) init(o Options) error {
 		Scheme:  o.Scheme,
 		Client:  client.Options{Cache: &client.CacheOptions{DisableFor: o.UncachedObjects}},
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		// The webhook server gives requests in flight up to a minute to finish when it stops;
+		// on a loaded machine the apiserver can hold one that long, and the manager's default
+		// 30 s would turn that wait into an error of the test that happens to stop it.
+		GracefulShutdownTimeout: ptr.To(90 * time.Second),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    wio.LocalServingHost,
 			Port:    wio.LocalServingPort,
@@ -188,7 +194,10 @@ func (e *Environment) Stop() error {
 		if e.stopManager != nil {
 			e.stopManager()
 			if mgrErr := <-e.managerDone; mgrErr != nil {
-				err = fmt.Errorf("the %s manager stopped with: %w", e.Name, mgrErr)
+				// What still ran, so that a runnable that does not stop can be named.
+				stacks := make([]byte, 1<<20)
+				stacks = stacks[:goruntime.Stack(stacks, true)]
+				err = fmt.Errorf("the %s manager stopped with: %w\n%s", e.Name, mgrErr, stacks)
 			}
 		}
 		if stopErr := e.env.Stop(); stopErr != nil {
