@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,10 +27,60 @@ import (
 // scheme, and tells CAPI's v1beta1 conversions how to find the apiVersion of a referenced kind
 // (v1beta2 references name a group only; v1beta1 ones an apiVersion).
 func registerConversion(mgr ctrl.Manager) {
-	clusterv1beta1.SetAPIVersionGetter(func(gk schema.GroupKind) (string, error) {
-		return contractAPIVersion(context.Background(), mgr.GetClient(), gk)
+	setAPIVersionGetter.Do(func() {
+		clusterv1beta1.SetAPIVersionGetter(func(gk schema.GroupKind) (string, error) {
+			c := runningConverters.newest()
+			if c == nil {
+				return "", fmt.Errorf("no management manager runs to look up %s", gk)
+			}
+			// Bounded: a cache that stops while a conversion waits for it must not hold the
+			// webhook server's shutdown.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return contractAPIVersion(ctx, c, gk)
+		})
 	})
 	mgr.GetWebhookServer().Register("/convert", conversion.NewWebhookHandler(mgr.GetScheme(), mgr.GetConverterRegistry()))
+}
+
+// CAPI's API version getter is one per process, but a test process runs several management
+// clusters (one after another, or two at once for clusterctl move): the getter reads the CRDs
+// through the cache of a manager that runs, the newest started. A getter bound to the last
+// manager made read a cache that was never started, or already stopped, and waited forever.
+var (
+	setAPIVersionGetter sync.Once
+	runningConverters   = &converterSet{}
+)
+
+type converterSet struct {
+	mu      sync.Mutex
+	readers []converterReader
+}
+
+type converterReader struct {
+	env    *Environment
+	reader client.Reader
+}
+
+func (s *converterSet) add(e *Environment, r client.Reader) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readers = append(s.readers, converterReader{env: e, reader: r})
+}
+
+func (s *converterSet) remove(e *Environment) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readers = slices.DeleteFunc(s.readers, func(c converterReader) bool { return c.env == e })
+}
+
+func (s *converterSet) newest() client.Reader {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.readers) == 0 {
+		return nil
+	}
+	return s.readers[len(s.readers)-1].reader
 }
 
 // contractAPIVersion is the apiVersion of gk that CAPI's controllers use: the newest version the

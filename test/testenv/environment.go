@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -133,14 +132,14 @@ func (e *Environment) init(o Options) error {
 		Scheme:  o.Scheme,
 		Client:  client.Options{Cache: &client.CacheOptions{DisableFor: o.UncachedObjects}},
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		// The webhook server gives requests in flight up to a minute to finish when it stops;
-		// on a loaded machine the apiserver can hold one that long, and the manager's default
-		// 30 s would turn that wait into an error of the test that happens to stop it.
-		GracefulShutdownTimeout: ptr.To(90 * time.Second),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    wio.LocalServingHost,
 			Port:    wio.LocalServingPort,
 			CertDir: wio.LocalServingCertDir,
+			// HTTP/1.1 only, as the shipped manager serves (CAPI's --enable-http2 is off by
+			// default). With HTTP/2 the apiserver keeps its connection open and the server's
+			// shutdown waited the manager's whole 30 s grace period for it.
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 		}),
 	})
 	if err != nil {
@@ -161,6 +160,7 @@ func (e *Environment) StartManager(ctx context.Context) error {
 	e.stopManager = cancel
 	e.managerDone = make(chan error, 1)
 	go func() { e.managerDone <- e.Manager.Start(ctx) }()
+	runningConverters.add(e, e.Manager.GetClient())
 
 	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
 	defer cancelSync()
@@ -192,6 +192,7 @@ func (e *Environment) Stop() error {
 	var err error
 	e.stopOnce.Do(func() {
 		if e.stopManager != nil {
+			runningConverters.remove(e)
 			e.stopManager()
 			if mgrErr := <-e.managerDone; mgrErr != nil {
 				// What still ran, so that a runnable that does not stop can be named.
