@@ -40,6 +40,7 @@ func registerConversion(mgr ctrl.Manager) {
 			return contractAPIVersion(ctx, c, gk)
 		})
 	})
+	runningConverters.register(mgr)
 	mgr.GetWebhookServer().Register("/convert", conversion.NewWebhookHandler(mgr.GetScheme(), mgr.GetConverterRegistry()))
 }
 
@@ -53,8 +54,11 @@ var (
 )
 
 type converterSet struct {
-	mu      sync.Mutex
-	readers []converterReader
+	mu sync.Mutex
+	// converting are the managers that serve conversion (the management clusters'); readers,
+	// those of them that run.
+	converting map[ctrl.Manager]bool
+	readers    []converterReader
 }
 
 type converterReader struct {
@@ -62,16 +66,29 @@ type converterReader struct {
 	reader client.Reader
 }
 
-func (s *converterSet) add(e *Environment, r client.Reader) {
+func (s *converterSet) register(mgr ctrl.Manager) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.readers = append(s.readers, converterReader{env: e, reader: r})
+	if s.converting == nil {
+		s.converting = map[ctrl.Manager]bool{}
+	}
+	s.converting[mgr] = true
+}
+
+// started records e's manager as running, if it serves conversion.
+func (s *converterSet) started(e *Environment) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.converting[e.Manager] {
+		s.readers = append(s.readers, converterReader{env: e, reader: e.Manager.GetClient()})
+	}
 }
 
 func (s *converterSet) remove(e *Environment) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.readers = slices.DeleteFunc(s.readers, func(c converterReader) bool { return c.env == e })
+	delete(s.converting, e.Manager)
 }
 
 func (s *converterSet) newest() client.Reader {

@@ -160,7 +160,7 @@ func (e *Environment) StartManager(ctx context.Context) error {
 	e.stopManager = cancel
 	e.managerDone = make(chan error, 1)
 	go func() { e.managerDone <- e.Manager.Start(ctx) }()
-	runningConverters.add(e, e.Manager.GetClient())
+	runningConverters.started(e)
 
 	syncCtx, cancelSync := context.WithTimeout(ctx, time.Minute)
 	defer cancelSync()
