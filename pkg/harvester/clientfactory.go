@@ -95,7 +95,11 @@ type ClientFactory struct {
 	mu          sync.Mutex
 	ctx         context.Context
 	connections map[string]*connection // by identity Secret namespace/name
-	watches     []cacheWatch
+	// building holds, by identity Secret, a channel closed when the connection being built for
+	// it is in place (or failed). Building asks Harvester for its API groups, and a Harvester
+	// that does not answer must not hold up every other identity's Get: it is built without mu.
+	building map[string]chan struct{}
+	watches  []cacheWatch
 }
 
 type connection struct {
@@ -184,41 +188,79 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 	fingerprint := hex.EncodeToString(sum[:])
 	key := secret.Namespace + "/" + secret.Name
 
-	f.mu.Lock()
-	// A user that switched identity Secrets lets go of the old connection.
-	f.releaseLocked(user, key)
-	c, ok := f.connections[key]
-	if ok && c.stopped() {
-		// Its cache's Start returned: waiting on it again would only time out.
-		ctrl.LoggerFrom(ctx).Info("The Harvester cache stopped, reconnecting", "identity", key)
-	}
-	if !ok || c.fingerprint != fingerprint || !c.namespaces[namespace] || c.stopped() {
+	for {
+		f.mu.Lock()
+		// A user that switched identity Secrets lets go of the old connection.
+		f.releaseLocked(user, key)
+		c, ok := f.connections[key]
+		if ok && c.fingerprint == fingerprint && c.namespaces[namespace] && !c.stopped() {
+			c.users[user] = namespace
+			synced := c.synced
+			f.mu.Unlock()
+			return f.waitForSync(ctx, c, synced)
+		}
+		if done, busy := f.building[key]; busy {
+			// Another user builds this identity's connection: wait for it, then look again.
+			f.mu.Unlock()
+			select {
+			case <-done:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if ok && c.stopped() {
+			// Its cache's Start returned: waiting on it again would only time out.
+			ctrl.LoggerFrom(ctx).Info("The Harvester cache stopped, reconnecting", "identity", key)
+		}
 		namespaces := map[string]bool{namespace: true}
-		users := map[string]string{user: namespace}
 		if ok && c.fingerprint == fingerprint {
 			maps.Copy(namespaces, c.namespaces)
 		}
 		if ok {
-			maps.Copy(users, c.users)
-			users[user] = namespace
 			c.cancel()
 		}
-		var err error
-		if c, err = f.connect(key, kubeconfig, fingerprint, namespaces); err != nil {
+		done := make(chan struct{})
+		if f.building == nil {
+			f.building = map[string]chan struct{}{}
+		}
+		f.building[key] = done
+		factoryCtx, watches := f.ctx, slices.Clone(f.watches)
+		f.mu.Unlock()
+
+		built, err := f.connect(factoryCtx, watches, key, kubeconfig, fingerprint, namespaces)
+
+		f.mu.Lock()
+		delete(f.building, key)
+		close(done)
+		if err != nil {
+			if old := f.connections[key]; old != nil {
+				old.cancel()
+			}
 			delete(f.connections, key)
 			f.mu.Unlock()
 			return nil, err
 		}
-		c.users = users
+		// The users of the connection it replaces, as they are now (some may have let go
+		// meanwhile), move over.
+		built.users = map[string]string{}
+		if old := f.connections[key]; old != nil {
+			maps.Copy(built.users, old.users)
+			old.cancel()
+		}
+		built.users[user] = namespace
 		if f.connections == nil {
 			f.connections = map[string]*connection{}
 		}
-		f.connections[key] = c
+		f.connections[key] = built
+		f.mu.Unlock()
+		return f.waitForSync(ctx, built, false)
 	}
-	c.users[user] = namespace
-	synced := c.synced
-	f.mu.Unlock()
+}
 
+// waitForSync returns c's client once its cache has synced, or ErrNotSynced with the client
+// after SyncTimeout.
+func (f *ClientFactory) waitForSync(ctx context.Context, c *connection, synced bool) (*Client, error) {
 	if !synced {
 		timeout := f.SyncTimeout
 		if timeout == 0 {
@@ -238,9 +280,10 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 	return c.client, nil
 }
 
-// connect builds and starts the connection of identity Secret key; f.mu is held.
-func (f *ClientFactory) connect(key string, kubeconfig []byte, fingerprint string, namespaces map[string]bool) (*connection, error) {
-	if f.ctx == nil {
+// connect builds and starts the connection of identity Secret key; f.mu is not held (it asks
+// Harvester for its API groups), but f.building[key] is set.
+func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch, key string, kubeconfig []byte, fingerprint string, namespaces map[string]bool) (*connection, error) {
+	if factoryCtx == nil {
 		return nil, errors.New("the Harvester client factory is not started")
 	}
 	// Checked before anything is built: a refused kubeconfig never leads to a connection.
@@ -294,7 +337,7 @@ func (f *ClientFactory) connect(key string, kubeconfig []byte, fingerprint strin
 	// The informers of every cached kind exist before the cache starts, so that its sync means
 	// all of them, not only those the controllers' watches happened to ask for already.
 	for obj := range byObject {
-		if _, err := c.GetInformer(f.ctx, obj, cache.BlockUntilSynced(false)); err != nil {
+		if _, err := c.GetInformer(factoryCtx, obj, cache.BlockUntilSynced(false)); err != nil {
 			return nil, fmt.Errorf("creating the Harvester cache: %w", err)
 		}
 	}
@@ -302,8 +345,8 @@ func (f *ClientFactory) connect(key string, kubeconfig []byte, fingerprint strin
 	if err != nil {
 		return nil, fmt.Errorf("creating the Harvester client: %w", err)
 	}
-	ctx, cancel := context.WithCancel(f.ctx)
-	for _, w := range f.watches {
+	ctx, cancel := context.WithCancel(factoryCtx)
+	for _, w := range watches {
 		for _, src := range w.sources(c) {
 			if err := w.watcher.Watch(connectionSource{src: src, conn: ctx}); err != nil {
 				cancel()

@@ -3,9 +3,12 @@ package harvester_test
 import (
 	"bufio"
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,6 +22,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -268,4 +273,65 @@ func tcpConnectionsTo(g Gomega, port int) int {
 		_ = file.Close()
 	}
 	return count
+}
+
+// A Harvester that accepts connections but never answers holds up the building of its own
+// identity's connection only: another identity's Get goes through meanwhile.
+func TestSilentHarvesterHoldsUpOnlyItsOwnIdentity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a simulated Harvester")
+	}
+	g := NewWithT(t)
+	ctrl.SetLogger(logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	sim, err := harvestersim.Start(ctx, harvestersim.DefaultOptions())
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(sim.Stop()).To(Succeed()) }()
+
+	asked := make(chan struct{}, 100)
+	release := make(chan struct{})
+	silent := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		asked <- struct{}{}
+		<-release
+	}))
+	defer silent.Close()
+	defer close(release)
+	silentKubeconfig, err := clientcmd.Write(clientcmdapi.Config{
+		Clusters: map[string]*clientcmdapi.Cluster{"silent": {Server: silent.URL,
+			CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: silent.Certificate().Raw})}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"silent": {Token: "token"}},
+		Contexts:       map[string]*clientcmdapi.Context{"silent": {Cluster: "silent", AuthInfo: "silent"}},
+		CurrentContext: "silent",
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	working, err := sim.ProviderKubeconfig(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	scheme, err := harvester.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	// Requests wait as long as the silent Harvester does: only the test ends its silence.
+	f := &harvester.ClientFactory{Scheme: scheme, QPS: 50, Burst: 100, RequestTimeout: time.Hour}
+	go func() { _ = f.Start(ctx) }()
+	g.Eventually(func() error {
+		_, err := f.Get(ctx, "probe", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "probe"}}, "guests")
+		return err
+	}).Should(MatchError(harvester.ErrInvalidKubeconfig), "the factory runs")
+
+	silentDone := make(chan error, 1)
+	go func() {
+		_, err := f.Get(ctx, "ns/silent-cluster", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "silent"},
+			Data: map[string][]byte{infrav1.IdentitySecretKey: silentKubeconfig}}, "guests")
+		silentDone <- err
+	}()
+	g.Eventually(asked, 30*time.Second).Should(Receive(), "the silent Harvester is asked while its connection is built")
+
+	g.Eventually(func(g Gomega) {
+		c, err := f.Get(ctx, "ns/working-cluster", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "working"},
+			Data: map[string][]byte{infrav1.IdentitySecretKey: working}}, "guests")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(c.Cache.List(ctx, &corev1.NodeList{})).To(Succeed())
+	}, 60*time.Second).Should(Succeed())
+	g.Expect(silentDone).NotTo(Receive(), "the silent identity's Get is still waiting for its Harvester")
 }
