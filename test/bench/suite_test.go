@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -37,6 +39,11 @@ import (
 )
 
 const (
+	// settleQuiet is how long no watched object may change before the steady window starts, and
+	// settleMax how long the bench waits for that before it starts the window anyway.
+	settleQuiet = 3 * time.Second
+	settleMax   = 2 * time.Minute
+
 	providerAgent   = "cluster-api-provider-harvester" // controllers.Setup's Harvester User-Agent
 	bareAgent       = "bench-bare-client"
 	targetNamespace = "guests"
@@ -198,6 +205,7 @@ func runSuite(b testing.TB, s settings) *Report {
 		Provider: percentiles(provider.latencies), Baseline: ptr.To(percentiles(baseline.latencies))}
 	r.P2 = Scale{Create: provider.create, Delete: provider.delete, BaselineCreate: baseline.create, BaselineDelete: baseline.delete}
 	r.P3 = provider.cost
+	r.P1Queue = provider.queue
 	r.P3.BaselinePerMachine = perMachine(baseline.requests, s.machines, verbOf)
 	r.Notes = append(r.Notes,
 		"P3 lifecycle = the creation phase plus the deletion phase; it includes each cluster's own requests (load balancer, guest credentials), spread over its machines.",
@@ -323,6 +331,7 @@ type providerResult struct {
 	provisioned    []float64
 	create, delete Phase
 	cost           APICost
+	queue          QueueTimes
 }
 
 // runProvider runs one unfiltered manager: creates every cluster and its MachineDeployment at
@@ -330,6 +339,10 @@ type providerResult struct {
 // Clusters and waits until Harvester is clean.
 func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, running, provisioned *stamps) (*providerResult, error) {
 	mgmt := newRequestCounter()
+	events, err := tallyEvents(ctx, tb)
+	if err != nil {
+		return nil, err
+	}
 	stop, err := startManager(ctx, tb, managerScope{}, newReconcileLog(), s, mgmt)
 	if err != nil {
 		return nil, err
@@ -339,6 +352,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	clusters := spread(s.machines, s.clusters)
 
 	server0, client0, mgmt0 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
+	queue0 := machineQueueTimes()
 	meter := startMeter()
 	start := time.Now()
 	if err := createClusters(ctx, tb, kubeconfig, "bench", clusters, func(int) map[string]string { return nil }, s.concurrency); err != nil {
@@ -349,7 +363,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		return nil, err
 	}
 	res.create = meter.stop()
-	server1, client1, mgmt1 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
+	res.queue = machineQueueTimes().since(queue0)
 	var at []time.Time
 	for _, n := range names {
 		p, _ := provisioned.get(n)
@@ -364,6 +378,17 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 			return nil, err
 		}
 	}
+
+	// Settling: once the last machine is provisioned, CAPI's controllers still react to it for a
+	// while (Machines, MachineSets, ... patch their status), and each Machine's update wakes its
+	// HarvesterMachine. That is the tail of the creation (counted in the lifecycle), not the
+	// steady state: the steady window starts once no watched object has changed for settleQuiet.
+	settleStart := time.Now()
+	quiet := waitQuiet(ctx, events, settleQuiet, settleMax)
+	res.cost.SettleSeconds = round3(time.Since(settleStart).Seconds())
+	res.cost.SettleQuiet = quiet
+	server1, client1, mgmt1 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
+	events1, reconciles1 := events.snapshot(), reconcileResults()
 
 	// Steady state: everything provisioned, nothing changing. The wait is the measurement window,
 	// not a synchronisation.
@@ -387,7 +412,10 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	res.cost.SteadyPerMinute = perMinute(diff(server2, server1))
 	res.cost.SteadyByResource = diff(server2, server1)
 	res.cost.ManagementSteadyPerMinute = perMinute(diff(mgmt2, mgmt1))
+	res.cost.ManagementSteadyByResource = diff(mgmt2, mgmt1)
 	res.cost.SteadyClientPerMinute = perMinute(diff(client2.byVerbResource, client1.byVerbResource))
+	res.cost.SteadyEvents = diff(events.snapshot(), events1)
+	res.cost.SteadyReconciles = diff(reconcileResults(), reconciles1)
 
 	meter = startMeter()
 	for i := range clusters {
@@ -413,6 +441,25 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	res.cost.ManagementPerMachine = perMachine(mgmtLifecycle, s.machines, verbOf)
 	res.cost.ManagementByResource = mgmtLifecycle
 	return res, nil
+}
+
+// tallyEvents counts, from now on, the watch events of the kinds whose changes can wake the
+// provider's controllers, on the management cluster and on Harvester.
+func tallyEvents(ctx context.Context, tb *bed.Bed) (*eventTally, error) {
+	t := newEventTally()
+	for _, obj := range []client.Object{&clusterv1.Cluster{}, &clusterv1.Machine{}, &clusterv1.MachineSet{},
+		&clusterv1.MachineDeployment{}, &infrav1.HarvesterCluster{}, &infrav1.HarvesterMachine{}} {
+		if err := t.add(ctx, tb.Management.Manager.GetCache(), "management", obj); err != nil {
+			return nil, err
+		}
+	}
+	for _, obj := range []client.Object{&kubevirtv1.VirtualMachine{}, &kubevirtv1.VirtualMachineInstance{},
+		&corev1.Node{}, &corev1.PersistentVolumeClaim{}, &lbv1.LoadBalancer{}} {
+		if err := t.add(ctx, tb.Harvester.Env.Manager.GetCache(), "harvester", obj); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
 }
 
 // runScaleOut runs two managers on disjoint halves of the clusters and counts which objects each
