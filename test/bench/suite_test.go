@@ -606,7 +606,9 @@ func waitProvisioned(ctx context.Context, tb *bed.Bed, prefix string, machines i
 	var names []string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(ctx context.Context) (bool, error) {
 		hms := &infrav1.HarvesterMachineList{}
-		if err := tb.Management.Client.List(ctx, hms); err != nil {
+		// From the bed manager's cache: a live LIST of every HarvesterMachine ten times a second
+		// loaded the management apiserver the provider is being measured against.
+		if err := tb.Management.Manager.GetClient().List(ctx, hms); err != nil {
 			return false, err
 		}
 		names = names[:0]
@@ -629,7 +631,7 @@ func waitDeleted(ctx context.Context, tb *bed.Bed) error {
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(ctx context.Context) (bool, error) {
 		clusters, hcs, hms := &clusterv1.ClusterList{}, &infrav1.HarvesterClusterList{}, &infrav1.HarvesterMachineList{}
 		for _, l := range []client.ObjectList{clusters, hcs, hms} {
-			if err := tb.Management.Client.List(ctx, l); err != nil {
+			if err := tb.Management.Manager.GetClient().List(ctx, l); err != nil {
 				return false, err
 			}
 		}
