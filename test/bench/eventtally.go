@@ -11,12 +11,20 @@ import (
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// settleQuiet is how long no watched object may change before the steady window starts, and
+// settleMax how long the bench waits for that before it starts the window anyway.
+const (
+	settleQuiet = 3 * time.Second
+	settleMax   = 2 * time.Minute
 )
 
 // eventTally counts the watch events of some kinds in a cache, by "<cluster> <Kind> <event>
@@ -112,7 +120,7 @@ func reconcileResults() map[string]int {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			l := labels(m)
+			l := metricLabels(m)
 			if v := int(m.GetCounter().GetValue()); v > 0 {
 				out[l["controller"]+" "+l["result"]] = v
 			}
@@ -203,7 +211,7 @@ func machineQueueTimes() machineQueue {
 				continue
 			}
 			for _, m := range f.GetMetric() {
-				if labels(m)[label] != "harvestermachine" {
+				if metricLabels(m)[label] != "harvestermachine" {
 					continue
 				}
 				hm := m.GetHistogram()
@@ -235,4 +243,13 @@ func (q machineQueue) since(before machineQueue) QueueTimes {
 		RunMeanMs: mean(r), RunP50Ms: r.quantile(0.5), RunP99Ms: r.quantile(0.99),
 		BusySeconds: round3(r.sum),
 	}
+}
+
+// metricLabels are a metric's labels by name.
+func metricLabels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
 }

@@ -39,11 +39,6 @@ import (
 )
 
 const (
-	// settleQuiet is how long no watched object may change before the steady window starts, and
-	// settleMax how long the bench waits for that before it starts the window anyway.
-	settleQuiet = 3 * time.Second
-	settleMax   = 2 * time.Minute
-
 	providerAgent   = "cluster-api-provider-harvester" // controllers.Setup's Harvester User-Agent
 	bareAgent       = "bench-bare-client"
 	targetNamespace = "guests"
