@@ -55,11 +55,14 @@ type settings struct {
 	profile, scaleOut bool
 	out               string
 	concurrency       int
-	services          int
+	// machineConcurrency is the provider's MachineConcurrency (main.go's
+	// --harvestermachine-concurrency, default 10).
+	machineConcurrency int
+	services           int
 }
 
 func readSettings() (settings, error) {
-	s := settings{machines: 20, steady: 30 * time.Second, syncPeriod: 10 * time.Minute, scaleOut: true, concurrency: 10,
+	s := settings{machines: 20, steady: 30 * time.Second, syncPeriod: 10 * time.Minute, scaleOut: true, concurrency: 10, machineConcurrency: 10,
 		out: filepath.Join(testenv.RepoRoot(), "out", "bench")}
 	var err error
 	atoi := func(key string, dst *int) {
@@ -68,6 +71,7 @@ func readSettings() (settings, error) {
 		}
 	}
 	atoi("BENCH_MACHINES", &s.machines)
+	atoi("BENCH_MACHINE_CONCURRENCY", &s.machineConcurrency)
 	s.clusters = max(1, s.machines/10)
 	atoi("BENCH_CLUSTERS", &s.clusters)
 	s.services = min(20, s.machines)
@@ -121,7 +125,7 @@ func TestSuiteRunsSmall(t *testing.T) {
 	// runs while in-process managers left ClusterCache watches open on it. Setup now stops the
 	// ClusterCache with its manager and the next run passed; add P4 back once more runs confirm
 	// it, so that `make test` does not turn flaky. `make bench` runs P4.
-	s := settings{machines: 3, clusters: 2, steady: time.Second, syncPeriod: 10 * time.Minute, scaleOut: true, concurrency: 10, out: t.TempDir()}
+	s := settings{machines: 3, clusters: 2, steady: time.Second, syncPeriod: 10 * time.Minute, scaleOut: true, concurrency: 10, machineConcurrency: 10, out: t.TempDir()}
 	r := runSuite(t, s)
 	if r.P1.Provider.N != s.machines || r.P1.Baseline.N != s.machines {
 		t.Errorf("P1 measured %d machines and %d baseline VMs, want %d", r.P1.Provider.N, r.P1.Baseline.N, s.machines)
@@ -163,7 +167,7 @@ func runSuite(b testing.TB, s settings) *Report {
 		Setup: []string{
 			"The provider runs in-process (controllers.Setup on its own controller-runtime manager, as main.go wires it), next to CAPI's core controllers, the simulator's controllers and the bench's clients: CPU and peak RSS are the bench process's, not the manager's alone (kube-apiservers and etcds are separate processes and not counted).",
 			"No guest clusters: HarvesterMachines provision without a guest (CAPI Machines then never get a Node); the scale figures say nothing about guests.",
-			fmt.Sprintf("Manager: %d machine and %d cluster reconciles in parallel, Harvester QPS 100, burst 200, cache resync (--sync-period) %s.", s.concurrency, 5, s.syncPeriod),
+			fmt.Sprintf("Manager: %d machine and %d cluster reconciles in parallel, Harvester QPS 100, burst 200, cache resync (--sync-period) %s.", s.machineConcurrency, 5, s.syncPeriod),
 			"Baseline: the same number of VMs (harvestersim.SampleVM, no cloud-init Secret) created directly against the simulated Harvester through its fault proxy by a plain controller-runtime client and cache, no CAPI, no provider.",
 		},
 	}
@@ -547,7 +551,7 @@ func startManager(ctx context.Context, tb *bed.Bed, scope managerScope, log *rec
 		return nil, err
 	}
 	if err := controllers.Setup(ctx, mgr, controllers.Options{
-		WatchFilterValue: scope.filter, ClusterConcurrency: 5, MachineConcurrency: s.concurrency,
+		WatchFilterValue: scope.filter, ClusterConcurrency: 5, MachineConcurrency: s.machineConcurrency,
 		HarvesterQPS: 100, HarvesterBurst: 200, SkipNameValidation: true,
 	}); err != nil {
 		return nil, err
