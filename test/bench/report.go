@@ -24,8 +24,10 @@ type Report struct {
 	Setup []string `json:"setup"`
 
 	P1 Latency `json:"p1"`
-	P2 Scale   `json:"p2"`
-	P3 APICost `json:"p3"`
+	// P1Queue is where the HarvesterMachine controller's time went over the creation phase.
+	P1Queue QueueTimes `json:"p1Queue"`
+	P2      Scale      `json:"p2"`
+	P3      APICost    `json:"p3"`
 	// P4 is empty when the run did not measure it (see Notes).
 	P4       *Latency   `json:"p4,omitempty"`
 	ScaleOut []ScaleOut `json:"scaleOut,omitempty"`
@@ -77,6 +79,12 @@ type APICost struct {
 	BaselinePerMachine map[string]float64 `json:"baselinePerMachine"`
 	// ServerByResource is the provider's lifecycle requests by "verb resource" (server side).
 	ServerByResource map[string]int `json:"serverByResource"`
+	// SettleSeconds is how long after the last machine was provisioned the watched objects
+	// kept changing (CAPI's controllers reacting), before the steady window; its requests count
+	// in the lifecycle. SettleQuiet is false when they never stopped (the window then started
+	// anyway).
+	SettleSeconds float64 `json:"settleSeconds"`
+	SettleQuiet   bool    `json:"settleQuiet"`
 	// SteadyWindowSeconds is how long the steady state was watched, everything provisioned.
 	SteadyWindowSeconds float64 `json:"steadyWindowSeconds"`
 	// SteadyPerMinute is the provider's requests per minute in that window, by verb (server
@@ -93,6 +101,15 @@ type APICost struct {
 	ManagementPerMachine      map[string]float64 `json:"managementPerMachine"`
 	ManagementByResource      map[string]int     `json:"managementByResource"`
 	ManagementSteadyPerMinute map[string]float64 `json:"managementSteadyPerMinute"`
+	// ManagementSteadyByResource is the steady window's management requests by "verb resource".
+	ManagementSteadyByResource map[string]int `json:"managementSteadyByResource"`
+	// SteadyEvents are the watch events in the steady window, by "<cluster> <Kind> <event>
+	// <writer>" (the writer of an update: the field managers whose managedFields entries it
+	// changed): what could wake a controller while nothing is meant to change.
+	SteadyEvents map[string]int `json:"steadyEvents"`
+	// SteadyReconciles are the reconciles in the steady window, by "<controller> <result>"
+	// (controller-runtime's reconcile counter, of every manager in the process).
+	SteadyReconciles map[string]int `json:"steadyReconciles"`
 	// Connections is how many connections (identity Secrets) the round-tripper counted.
 	Connections int `json:"connections"`
 }
@@ -268,6 +285,9 @@ func (r *Report) Markdown() string {
 		row("max", l.Provider.Max, q.Max)
 	}
 	lat("P1", &r.P1)
+	q := r.P1Queue
+	fmt.Fprintf(&b, "| P1 HarvesterMachine work queue over the creation: wait mean / p50 / p99 | %.0f / %.0f / %.0f ms | | |\n", q.WaitMeanMs, q.WaitP50Ms, q.WaitP99Ms)
+	fmt.Fprintf(&b, "| P1 HarvesterMachine reconciles over the creation: count, mean / p50 / p99 | %d, %.0f / %.0f / %.0f ms | | |\n", q.Reconciles, q.RunMeanMs, q.RunP50Ms, q.RunP99Ms)
 	phase := func(name string, p, q Phase) {
 		fmt.Fprintf(&b, "| P2 %s: wall | %.1f s | %.1f s | %s |\n", name, p.Seconds, q.Seconds, ratio(p.Seconds, q.Seconds))
 		fmt.Fprintf(&b, "| P2 %s: CPU of the bench process | %.1f s | %.1f s | %s |\n", name, p.CPUSeconds, q.CPUSeconds, ratio(p.CPUSeconds, q.CPUSeconds))
@@ -279,6 +299,7 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "| P3 Harvester requests per machine lifecycle (client side) | %.1f | | |\n", sum(c.ClientPerMachine))
 	fmt.Fprintf(&b, "| P3 Harvester requests per machine lifecycle (server side) | %.1f | %.1f | %s |\n", sum(c.ServerPerMachine), sum(c.BaselinePerMachine), ratio(sum(c.ServerPerMachine), sum(c.BaselinePerMachine)))
 	fmt.Fprintf(&b, "| P3 Harvester writes per machine lifecycle (server side) | %.1f | %.1f | %s |\n", writes(c.ServerPerMachine), writes(c.BaselinePerMachine), ratio(writes(c.ServerPerMachine), writes(c.BaselinePerMachine)))
+	fmt.Fprintf(&b, "| P3 settling after the last machine provisioned, until %s quiet | %.1f s | | |\n", settleQuiet, c.SettleSeconds)
 	fmt.Fprintf(&b, "| P3 requests per minute at steady state (%.0f s window, server side) | %.1f | 0 (idle client) | |\n", c.SteadyWindowSeconds, sum(c.SteadyPerMinute))
 	fmt.Fprintf(&b, "| P3 management-cluster requests per machine lifecycle (writes) | %.1f (%.1f) | | |\n", sum(c.ManagementPerMachine), writes(c.ManagementPerMachine))
 	fmt.Fprintf(&b, "| P3 management-cluster requests per minute at steady state | %.1f | | |\n", sum(c.ManagementSteadyPerMinute))
@@ -306,6 +327,12 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "\nManagement cluster, per machine lifecycle by verb: %v; at steady state, per minute: %v.\n", c.ManagementPerMachine, c.ManagementSteadyPerMinute)
 	fmt.Fprintf(&b, "\nSteady state, requests per minute by verb (server side): %v; client side: %v; requests in the window by verb and resource (server side): %v.\n",
 		c.SteadyPerMinute, c.SteadyClientPerMinute, c.SteadyByResource)
+	fmt.Fprintf(&b, "\nSteady state, management requests by verb and resource: %v.\n", c.ManagementSteadyByResource)
+	if !c.SettleQuiet {
+		fmt.Fprintf(&b, "\n**The watched objects never stopped changing** (%.0f s after the last machine was provisioned): the steady window started anyway.\n", c.SettleSeconds)
+	}
+	fmt.Fprintf(&b, "\nSteady state, reconciles by controller and result: %v; watch events by cluster, kind, event and writer: %v.\n",
+		c.SteadyReconciles, c.SteadyEvents)
 	for _, so := range r.ScaleOut {
 		how := "--watch-filter shard-a / shard-b"
 		if so.Mode == "namespace" {

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -48,14 +50,19 @@ const (
 type settings struct {
 	machines, clusters int
 	steady             time.Duration
-	profile, scaleOut  bool
-	out                string
-	concurrency        int
+	// syncPeriod is the provider manager's cache resync (main.go's --sync-period).
+	syncPeriod        time.Duration
+	profile, scaleOut bool
+	out               string
+	concurrency       int
+	// machineConcurrency is the provider's MachineConcurrency (main.go's
+	// --harvestermachine-concurrency, default 10).
+	machineConcurrency int
 	services           int
 }
 
 func readSettings() (settings, error) {
-	s := settings{machines: 20, steady: 30 * time.Second, scaleOut: true, concurrency: 10,
+	s := settings{machines: 20, steady: 30 * time.Second, syncPeriod: 10 * time.Minute, scaleOut: true, concurrency: 10, machineConcurrency: 10,
 		out: filepath.Join(testenv.RepoRoot(), "out", "bench")}
 	var err error
 	atoi := func(key string, dst *int) {
@@ -64,12 +71,16 @@ func readSettings() (settings, error) {
 		}
 	}
 	atoi("BENCH_MACHINES", &s.machines)
+	atoi("BENCH_MACHINE_CONCURRENCY", &s.machineConcurrency)
 	s.clusters = max(1, s.machines/10)
 	atoi("BENCH_CLUSTERS", &s.clusters)
 	s.services = min(20, s.machines)
 	atoi("BENCH_SERVICES", &s.services)
 	if v := os.Getenv("BENCH_STEADY"); v != "" && err == nil {
 		s.steady, err = time.ParseDuration(v)
+	}
+	if v := os.Getenv("BENCH_SYNC_PERIOD"); v != "" && err == nil {
+		s.syncPeriod, err = time.ParseDuration(v)
 	}
 	s.profile = os.Getenv("BENCH_PROFILE") == "1"
 	s.scaleOut = os.Getenv("BENCH_SCALEOUT") != "0"
@@ -114,7 +125,7 @@ func TestSuiteRunsSmall(t *testing.T) {
 	// runs while in-process managers left ClusterCache watches open on it. Setup now stops the
 	// ClusterCache with its manager and the next run passed; add P4 back once more runs confirm
 	// it, so that `make test` does not turn flaky. `make bench` runs P4.
-	s := settings{machines: 3, clusters: 2, steady: time.Second, scaleOut: true, concurrency: 10, out: t.TempDir()}
+	s := settings{machines: 3, clusters: 2, steady: time.Second, syncPeriod: 10 * time.Minute, scaleOut: true, concurrency: 10, machineConcurrency: 10, out: t.TempDir()}
 	r := runSuite(t, s)
 	if r.P1.Provider.N != s.machines || r.P1.Baseline.N != s.machines {
 		t.Errorf("P1 measured %d machines and %d baseline VMs, want %d", r.P1.Provider.N, r.P1.Baseline.N, s.machines)
@@ -156,7 +167,7 @@ func runSuite(b testing.TB, s settings) *Report {
 		Setup: []string{
 			"The provider runs in-process (controllers.Setup on its own controller-runtime manager, as main.go wires it), next to CAPI's core controllers, the simulator's controllers and the bench's clients: CPU and peak RSS are the bench process's, not the manager's alone (kube-apiservers and etcds are separate processes and not counted).",
 			"No guest clusters: HarvesterMachines provision without a guest (CAPI Machines then never get a Node); the scale figures say nothing about guests.",
-			fmt.Sprintf("Manager: %d machine and %d cluster reconciles in parallel, Harvester QPS 100, burst 200.", s.concurrency, 5),
+			fmt.Sprintf("Manager: %d machine and %d cluster reconciles in parallel, Harvester QPS 100, burst 200, cache resync (--sync-period) %s.", s.machineConcurrency, 5, s.syncPeriod),
 			"Baseline: the same number of VMs (harvestersim.SampleVM, no cloud-init Secret) created directly against the simulated Harvester through its fault proxy by a plain controller-runtime client and cache, no CAPI, no provider.",
 		},
 	}
@@ -198,6 +209,7 @@ func runSuite(b testing.TB, s settings) *Report {
 		Provider: percentiles(provider.latencies), Baseline: ptr.To(percentiles(baseline.latencies))}
 	r.P2 = Scale{Create: provider.create, Delete: provider.delete, BaselineCreate: baseline.create, BaselineDelete: baseline.delete}
 	r.P3 = provider.cost
+	r.P1Queue = provider.queue
 	r.P3.BaselinePerMachine = perMachine(baseline.requests, s.machines, verbOf)
 	r.Notes = append(r.Notes,
 		"P3 lifecycle = the creation phase plus the deletion phase; it includes each cluster's own requests (load balancer, guest credentials), spread over its machines.",
@@ -323,6 +335,7 @@ type providerResult struct {
 	provisioned    []float64
 	create, delete Phase
 	cost           APICost
+	queue          QueueTimes
 }
 
 // runProvider runs one unfiltered manager: creates every cluster and its MachineDeployment at
@@ -330,6 +343,10 @@ type providerResult struct {
 // Clusters and waits until Harvester is clean.
 func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, running, provisioned *stamps) (*providerResult, error) {
 	mgmt := newRequestCounter()
+	events, err := tallyEvents(ctx, tb)
+	if err != nil {
+		return nil, err
+	}
 	stop, err := startManager(ctx, tb, managerScope{}, newReconcileLog(), s, mgmt)
 	if err != nil {
 		return nil, err
@@ -339,6 +356,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	clusters := spread(s.machines, s.clusters)
 
 	server0, client0, mgmt0 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
+	queue0 := machineQueueTimes()
 	meter := startMeter()
 	start := time.Now()
 	if err := createClusters(ctx, tb, kubeconfig, "bench", clusters, func(int) map[string]string { return nil }, s.concurrency); err != nil {
@@ -349,7 +367,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		return nil, err
 	}
 	res.create = meter.stop()
-	server1, client1, mgmt1 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
+	res.queue = machineQueueTimes().since(queue0)
 	var at []time.Time
 	for _, n := range names {
 		p, _ := provisioned.get(n)
@@ -364,6 +382,17 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 			return nil, err
 		}
 	}
+
+	// Settling: once the last machine is provisioned, CAPI's controllers still react to it for a
+	// while (Machines, MachineSets, ... patch their status), and each Machine's update wakes its
+	// HarvesterMachine. That is the tail of the creation (counted in the lifecycle), not the
+	// steady state: the steady window starts once no watched object has changed for settleQuiet.
+	settleStart := time.Now()
+	quiet := waitQuiet(ctx, events, settleQuiet, settleMax)
+	res.cost.SettleSeconds = round3(time.Since(settleStart).Seconds())
+	res.cost.SettleQuiet = quiet
+	server1, client1, mgmt1 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
+	events1, reconciles1 := events.snapshot(), reconcileResults()
 
 	// Steady state: everything provisioned, nothing changing. The wait is the measurement window,
 	// not a synchronisation.
@@ -387,7 +416,10 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	res.cost.SteadyPerMinute = perMinute(diff(server2, server1))
 	res.cost.SteadyByResource = diff(server2, server1)
 	res.cost.ManagementSteadyPerMinute = perMinute(diff(mgmt2, mgmt1))
+	res.cost.ManagementSteadyByResource = diff(mgmt2, mgmt1)
 	res.cost.SteadyClientPerMinute = perMinute(diff(client2.byVerbResource, client1.byVerbResource))
+	res.cost.SteadyEvents = diff(events.snapshot(), events1)
+	res.cost.SteadyReconciles = diff(reconcileResults(), reconciles1)
 
 	meter = startMeter()
 	for i := range clusters {
@@ -413,6 +445,25 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	res.cost.ManagementPerMachine = perMachine(mgmtLifecycle, s.machines, verbOf)
 	res.cost.ManagementByResource = mgmtLifecycle
 	return res, nil
+}
+
+// tallyEvents counts, from now on, the watch events of the kinds whose changes can wake the
+// provider's controllers, on the management cluster and on Harvester.
+func tallyEvents(ctx context.Context, tb *bed.Bed) (*eventTally, error) {
+	t := newEventTally()
+	for _, obj := range []client.Object{&clusterv1.Cluster{}, &clusterv1.Machine{}, &clusterv1.MachineSet{},
+		&clusterv1.MachineDeployment{}, &infrav1.HarvesterCluster{}, &infrav1.HarvesterMachine{}} {
+		if err := t.add(ctx, tb.Management.Manager.GetCache(), "management", obj); err != nil {
+			return nil, err
+		}
+	}
+	for _, obj := range []client.Object{&kubevirtv1.VirtualMachine{}, &kubevirtv1.VirtualMachineInstance{},
+		&corev1.Node{}, &corev1.PersistentVolumeClaim{}, &lbv1.LoadBalancer{}} {
+		if err := t.add(ctx, tb.Harvester.Env.Manager.GetCache(), "harvester", obj); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
 }
 
 // runScaleOut runs two managers on disjoint halves of the clusters and counts which objects each
@@ -494,13 +545,13 @@ func startManager(ctx context.Context, tb *bed.Bed, scope managerScope, log *rec
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: controllers.UncachedObjects()}},
-		Cache:                  cacheOptions(scope.namespace),
+		Cache:                  cacheOptions(scope.namespace, s.syncPeriod),
 	})
 	if err != nil {
 		return nil, err
 	}
 	if err := controllers.Setup(ctx, mgr, controllers.Options{
-		WatchFilterValue: scope.filter, ClusterConcurrency: 5, MachineConcurrency: s.concurrency,
+		WatchFilterValue: scope.filter, ClusterConcurrency: 5, MachineConcurrency: s.machineConcurrency,
 		HarvesterQPS: 100, HarvesterBurst: 200, SkipNameValidation: true,
 	}); err != nil {
 		return nil, err
@@ -511,11 +562,13 @@ func startManager(ctx context.Context, tb *bed.Bed, scope managerScope, log *rec
 	return func() { cancel(); <-done }, nil
 }
 
-func cacheOptions(namespace string) cache.Options {
-	if namespace == "" {
-		return cache.Options{}
+// cacheOptions are main.go's: the --namespace scope and the --sync-period resync.
+func cacheOptions(namespace string, syncPeriod time.Duration) cache.Options {
+	o := cache.Options{SyncPeriod: &syncPeriod}
+	if namespace != "" {
+		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}
-	return cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}}
+	return o
 }
 
 // spread splits machines over clusters as evenly as it goes.
@@ -552,7 +605,9 @@ func waitProvisioned(ctx context.Context, tb *bed.Bed, prefix string, machines i
 	var names []string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(ctx context.Context) (bool, error) {
 		hms := &infrav1.HarvesterMachineList{}
-		if err := tb.Management.Client.List(ctx, hms); err != nil {
+		// From the bed manager's cache: a live LIST of every HarvesterMachine ten times a second
+		// loaded the management apiserver the provider is being measured against.
+		if err := tb.Management.Manager.GetClient().List(ctx, hms); err != nil {
 			return false, err
 		}
 		names = names[:0]
@@ -575,7 +630,7 @@ func waitDeleted(ctx context.Context, tb *bed.Bed) error {
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(ctx context.Context) (bool, error) {
 		clusters, hcs, hms := &clusterv1.ClusterList{}, &infrav1.HarvesterClusterList{}, &infrav1.HarvesterMachineList{}
 		for _, l := range []client.ObjectList{clusters, hcs, hms} {
-			if err := tb.Management.Client.List(ctx, l); err != nil {
+			if err := tb.Management.Manager.GetClient().List(ctx, l); err != nil {
 				return false, err
 			}
 		}

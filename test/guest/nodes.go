@@ -14,11 +14,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/yaml"
 )
 
@@ -45,11 +49,61 @@ type NodeAgent struct {
 	mu          sync.Mutex
 	guests      []*Cluster
 	managements []client.Client
+	// waiting are the running VMIs that had nothing to join, with the wait before their next
+	// look; kick wakes them at once when a guest or a management cluster is added.
+	waiting map[types.NamespacedName]time.Duration
+	kick    chan event.GenericEvent
 }
+
+// A VMI with nothing to join looks again after firstWait, then twice as long each time, at most
+// maxWait: the guest it would join (or its Machine's bootstrap Secret) is normally announced by
+// AddGuest or AddManagement, which wake it at once; the looks are for anything else. Looking
+// every second, as the agent did, kept every running VMI of a guestless run (the bench) busy:
+// two live reads and a YAML parse per VMI per second, more CPU than the provider's reconciles.
+const (
+	firstWait = time.Second
+	maxWait   = 16 * time.Second
+	// kickBuffer is how many wake-ups wait for the controller; more are dropped (the VMI then
+	// looks again after its wait).
+	kickBuffer = 1024
+)
 
 // NewNodeAgent returns an agent reading VMIs with harvester and bootstrap data with management.
 func NewNodeAgent(harvester, management client.Client) *NodeAgent {
-	return &NodeAgent{harvester: harvester, managements: []client.Client{management}}
+	return &NodeAgent{harvester: harvester, managements: []client.Client{management},
+		waiting: map[types.NamespacedName]time.Duration{}, kick: make(chan event.GenericEvent, kickBuffer)}
+}
+
+// backoff records that the VMI req had nothing to join and returns how long it waits.
+func (a *NodeAgent) backoff(req types.NamespacedName) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d := firstWait
+	if last, ok := a.waiting[req]; ok {
+		d = min(2*last, maxWait)
+	}
+	a.waiting[req] = d
+	return d
+}
+
+// done forgets a VMI that joined or went.
+func (a *NodeAgent) done(req types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.waiting, req)
+}
+
+// wakeLocked makes every waiting VMI look again now, with a fresh back-off; a.mu is held.
+func (a *NodeAgent) wakeLocked() {
+	for req := range a.waiting {
+		vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}
+		select {
+		case a.kick <- event.GenericEvent{Object: vmi}:
+			delete(a.waiting, req)
+		default:
+			return // full: the rest look again after their wait
+		}
+	}
 }
 
 // AddManagement lets the agent read bootstrap data in another management cluster too (one a
@@ -58,6 +112,7 @@ func (a *NodeAgent) AddManagement(c client.Client) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.managements = append(a.managements, c)
+	a.wakeLocked()
 }
 
 // bootstrapSecrets lists the Secrets of every management cluster that match opts.
@@ -85,6 +140,7 @@ func (a *NodeAgent) AddGuest(c *Cluster) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.guests = append(a.guests, c)
+	a.wakeLocked()
 }
 
 // RemoveGuest stops registering Nodes in a guest cluster.
@@ -100,6 +156,7 @@ func (a *NodeAgent) SetupWithManager(mgr ctrl.Manager) error {
 		Named("guest-node-agent").
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 4}).
 		For(&kubevirtv1.VirtualMachineInstance{}).
+		WatchesRawSource(source.Channel(a.kick, &handler.EnqueueRequestForObject{})).
 		Complete(a)
 }
 
@@ -108,6 +165,7 @@ func (a *NodeAgent) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	err := a.harvester.Get(ctx, req.NamespacedName, vmi)
 	if apierrors.IsNotFound(err) || (err == nil && vmi.DeletionTimestamp != nil) {
+		a.done(req.NamespacedName)
 		return ctrl.Result{}, a.stopped(ctx, req.Name)
 	}
 	if err != nil {
@@ -129,6 +187,7 @@ func (a *NodeAgent) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 			return ctrl.Result{}, err
 		}
 		if ok {
+			a.done(req.NamespacedName)
 			return a.join(ctx, g, vmi, userData)
 		}
 	}
@@ -140,14 +199,18 @@ func (a *NodeAgent) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 				return ctrl.Result{}, err
 			}
 			namespace, name, err := a.owner(ctx, userData)
-			if err != nil || name == "" {
-				return ctrl.Result{RequeueAfter: time.Second}, err
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if name == "" {
+				return ctrl.Result{RequeueAfter: a.backoff(req.NamespacedName)}, nil
 			}
 			g, err := a.StartKubeadm(ctx, namespace, name, kn)
 			if err != nil {
 				return ctrl.Result{}, fmt.Errorf("kubeadm init of %s/%s: %w", namespace, name, err)
 			}
 			a.AddGuest(g)
+			a.done(req.NamespacedName)
 			return a.join(ctx, g, vmi, userData)
 		}
 	}
@@ -158,12 +221,13 @@ func (a *NodeAgent) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		}
 		if g != nil {
 			a.AddGuest(g)
+			a.done(req.NamespacedName)
 			return a.join(ctx, g, vmi, userData)
 		}
 	}
 	// Like a kubelet that cannot join yet, try again: the guest or the Machine's bootstrap
 	// Secret may not be known yet.
-	return ctrl.Result{RequeueAfter: time.Second}, nil
+	return ctrl.Result{RequeueAfter: a.backoff(req.NamespacedName)}, nil
 }
 
 // join registers the VMI's Node in g, as kubelet does once kubeadm init or join has run; a

@@ -1,0 +1,255 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// settleQuiet is how long no watched object may change before the steady window starts, and
+// settleMax how long the bench waits for that before it starts the window anyway.
+const (
+	settleQuiet = 3 * time.Second
+	settleMax   = 2 * time.Minute
+)
+
+// eventTally counts the watch events of some kinds in a cache, by "<cluster> <Kind> <event>
+// <writer>", where the writer of an update is the field manager (and subresource) whose
+// managedFields entry the update changed: it says who keeps objects moving at steady state,
+// and so what wakes the provider's controllers.
+type eventTally struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func newEventTally() *eventTally { return &eventTally{counts: map[string]int{}} }
+
+// add counts the events of obj's kind in c, labelled with cluster ("management", "harvester").
+func (t *eventTally) add(ctx context.Context, c cache.Cache, cluster string, obj client.Object) error {
+	kind := fmt.Sprintf("%T", obj)
+	kind = kind[strings.LastIndex(kind, ".")+1:]
+	inf, err := c.GetInformer(ctx, obj)
+	if err != nil {
+		return err
+	}
+	count := func(event, writer string) {
+		t.mu.Lock()
+		t.counts[cluster+" "+kind+" "+event+" "+writer]++
+		t.mu.Unlock()
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { count("add", "") },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(client.Object)
+			n, ok2 := newObj.(client.Object)
+			if !ok1 || !ok2 {
+				return
+			}
+			if o.GetResourceVersion() == n.GetResourceVersion() {
+				count("resync", "")
+				return
+			}
+			count("update", writers(o.GetManagedFields(), n.GetManagedFields()))
+		},
+		DeleteFunc: func(any) { count("delete", "") },
+	})
+	return err
+}
+
+func (t *eventTally) snapshot() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.counts)
+}
+
+// writers names the field managers whose entries differ between two versions of an object:
+// "manager/subresource", joined by "+"; "?" when none does (a change within the same second by
+// a manager that owned the same fields already).
+func writers(old, cur []metav1.ManagedFieldsEntry) string {
+	key := func(e metav1.ManagedFieldsEntry) string {
+		k := e.Manager
+		if e.Subresource != "" {
+			k += "/" + e.Subresource
+		}
+		return k
+	}
+	before := map[string]metav1.ManagedFieldsEntry{}
+	for _, e := range old {
+		before[key(e)] = e
+	}
+	var out []string
+	for _, e := range cur {
+		b, ok := before[key(e)]
+		if !ok || !b.Time.Equal(e.Time) || (b.FieldsV1 == nil) != (e.FieldsV1 == nil) ||
+			(b.FieldsV1 != nil && string(b.FieldsV1.Raw) != string(e.FieldsV1.Raw)) {
+			out = append(out, key(e))
+		}
+	}
+	if len(out) == 0 {
+		return "?"
+	}
+	sort.Strings(out)
+	return strings.Join(out, "+")
+}
+
+// reconcileResults reads controller-runtime's reconcile counter from its registry, by
+// "<controller> <result>" (success, error, requeue, requeue_after), for every manager of the
+// process (the provider's and the bed's, whose controllers have distinct names).
+func reconcileResults() map[string]int {
+	out := map[string]int{}
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return out
+	}
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			l := metricLabels(m)
+			if v := int(m.GetCounter().GetValue()); v > 0 {
+				out[l["controller"]+" "+l["result"]] = v
+			}
+		}
+	}
+	return out
+}
+
+func (t *eventTally) total() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, v := range t.counts {
+		n += v
+	}
+	return n
+}
+
+// waitQuiet waits until no event has been tallied for quiet, at most limit; it tells whether
+// that happened.
+func waitQuiet(ctx context.Context, t *eventTally, quiet, limit time.Duration) bool {
+	last, changed := t.total(), time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, limit, false, func(context.Context) (bool, error) {
+		if n := t.total(); n != last {
+			last, changed = n, time.Now()
+		}
+		return time.Since(changed) >= quiet, nil
+	})
+	return err == nil
+}
+
+// QueueTimes are the HarvesterMachine controller's work-queue wait (added -> picked by a
+// worker) and reconcile time over a phase, from controller-runtime's histograms; quantiles are
+// the upper bounds of the histogram buckets they fall in.
+type QueueTimes struct {
+	Reconciles  int     `json:"reconciles"`
+	WaitMeanMs  float64 `json:"waitMeanMs"`
+	WaitP50Ms   float64 `json:"waitP50Ms"`
+	WaitP99Ms   float64 `json:"waitP99Ms"`
+	RunMeanMs   float64 `json:"reconcileMeanMs"`
+	RunP50Ms    float64 `json:"reconcileP50Ms"`
+	RunP99Ms    float64 `json:"reconcileP99Ms"`
+	BusySeconds float64 `json:"busySeconds"`
+}
+
+// histogram is a cumulative histogram's count, sum and buckets (upper bound -> cumulative count).
+type histogram struct {
+	count   uint64
+	sum     float64
+	buckets map[float64]uint64
+}
+
+func (h histogram) minus(o histogram) histogram {
+	out := histogram{count: h.count - o.count, sum: h.sum - o.sum, buckets: map[float64]uint64{}}
+	for ub, c := range h.buckets {
+		out.buckets[ub] = c - o.buckets[ub]
+	}
+	return out
+}
+
+// quantile is the upper bound of the bucket holding quantile q, in milliseconds.
+func (h histogram) quantile(q float64) float64 {
+	if h.count == 0 {
+		return 0
+	}
+	bounds := slices.Sorted(maps.Keys(h.buckets))
+	for _, ub := range bounds {
+		if float64(h.buckets[ub]) >= q*float64(h.count) {
+			return round3(ub * 1000)
+		}
+	}
+	return math.Inf(1)
+}
+
+type machineQueue struct{ wait, run histogram }
+
+// machineQueueTimes reads the HarvesterMachine controller's histograms now.
+func machineQueueTimes() machineQueue {
+	var out machineQueue
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return out
+	}
+	read := func(name, label string) histogram {
+		h := histogram{buckets: map[float64]uint64{}}
+		for _, f := range families {
+			if f.GetName() != name {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				if metricLabels(m)[label] != "harvestermachine" {
+					continue
+				}
+				hm := m.GetHistogram()
+				h.count += hm.GetSampleCount()
+				h.sum += hm.GetSampleSum()
+				for _, b := range hm.GetBucket() {
+					h.buckets[b.GetUpperBound()] += b.GetCumulativeCount()
+				}
+			}
+		}
+		return h
+	}
+	out.wait = read("workqueue_queue_duration_seconds", "name")
+	out.run = read("controller_runtime_reconcile_time_seconds", "controller")
+	return out
+}
+
+func (q machineQueue) since(before machineQueue) QueueTimes {
+	w, r := q.wait.minus(before.wait), q.run.minus(before.run)
+	mean := func(h histogram) float64 {
+		if h.count == 0 {
+			return 0
+		}
+		return round3(h.sum / float64(h.count) * 1000)
+	}
+	return QueueTimes{
+		Reconciles: int(r.count),
+		WaitMeanMs: mean(w), WaitP50Ms: w.quantile(0.5), WaitP99Ms: w.quantile(0.99),
+		RunMeanMs: mean(r), RunP50Ms: r.quantile(0.5), RunP99Ms: r.quantile(0.99),
+		BusySeconds: round3(r.sum),
+	}
+}
+
+// metricLabels are a metric's labels by name.
+func metricLabels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
