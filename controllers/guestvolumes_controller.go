@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
@@ -149,47 +148,14 @@ func GuestVolumeHandles(pvs []corev1.PersistentVolume) []string {
 // left alone, with a warning event.
 func (r *HarvesterClusterReconciler) deleteGuestVolumes(ctx context.Context, s *clusterScope) error {
 	hc := s.hc
-	if len(hc.Status.GuestVolumes) == 0 {
-		return nil
-	}
-	vms := &kubevirtv1.VirtualMachineList{}
-	if err := s.client.Cache.List(ctx, vms, client.InNamespace(hc.Spec.TargetNamespace)); err != nil {
-		return err
-	}
-	inUse := map[string]string{}
-	for _, vm := range vms.Items {
-		if vm.Spec.Template == nil {
-			continue
-		}
-		for _, v := range vm.Spec.Template.Spec.Volumes {
-			if v.PersistentVolumeClaim != nil {
-				inUse[v.PersistentVolumeClaim.ClaimName] = vm.Name
-			}
-		}
-	}
-	for _, name := range hc.Status.GuestVolumes {
-		pvc := &corev1.PersistentVolumeClaim{}
-		err := s.client.Get(ctx, client.ObjectKey{Namespace: hc.Spec.TargetNamespace, Name: name}, pvc)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return r.harvesterError(hc, clusterv1.DeletingCondition, harvester.ClassifyError(err, "reading a volume of the guest"))
-		}
+	outcomes, err := (&harvester.GuestVolumeService{C: s.client}).Delete(ctx, hc.Spec.TargetNamespace, hc.Status.GuestVolumes)
+	for _, o := range outcomes {
 		switch {
-		case !pvc.DeletionTimestamp.IsZero():
-			continue
-		case pvc.Labels[harvester.LabelManagedBy] == harvester.ManagedByValue:
-			r.Recorder.Eventf(hc, corev1.EventTypeWarning, "GuestVolumeKept", "Kept volume %s/%s: the guest's record names a machine's disk, which is not the guest's to delete", pvc.Namespace, pvc.Name)
-			continue
-		case inUse[name] != "":
-			r.Recorder.Eventf(hc, corev1.EventTypeWarning, "GuestVolumeKept", "Kept volume %s/%s: VM %s still uses it", pvc.Namespace, pvc.Name, inUse[name])
-			continue
+		case o.Deleted:
+			r.Recorder.Eventf(hc, corev1.EventTypeNormal, "GuestVolumeDeleted", "Deleted volume %s/%s that the guest's CSI driver made", hc.Spec.TargetNamespace, o.Name)
+		case o.Kept != "":
+			r.Recorder.Eventf(hc, corev1.EventTypeWarning, "GuestVolumeKept", "Kept volume %s/%s: %s", hc.Spec.TargetNamespace, o.Name, o.Kept)
 		}
-		if err := s.client.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID}); client.IgnoreNotFound(err) != nil {
-			return r.harvesterError(hc, clusterv1.DeletingCondition, harvester.ClassifyError(err, "deleting a volume of the guest"))
-		}
-		r.Recorder.Eventf(hc, corev1.EventTypeNormal, "GuestVolumeDeleted", "Deleted volume %s/%s that the guest's CSI driver made", pvc.Namespace, pvc.Name)
 	}
-	return nil
+	return err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -67,8 +67,20 @@ func (r *HarvesterClusterReconciler) reconcileCredentials(ctx context.Context, s
 		return ctrl.Result{}, nil
 	}
 	g := r.guestIdentity(s)
-	if err := harvester.EnsureGuestIdentity(ctx, s.client.Client, g); err != nil {
-		return ctrl.Result{}, r.harvesterError(hc, infrav1.GuestCredentialsReadyCondition, err)
+	identities := &harvester.GuestIdentityService{C: s.client.Client}
+	// The guest's ServiceAccount and bindings are made when a token is issued, and when the spec
+	// changed since they were (the CSI binding follows spec.addons.csi); a current token on an
+	// unchanged spec needs nothing of Harvester.
+	ready := conditions.Get(hc, infrav1.GuestCredentialsReadyCondition)
+	identityEnsured := false
+	ensureIdentity := func() (ctrl.Result, error) {
+		identityEnsured = true
+		return harvesterResult(ctx, identities.Ensure(ctx, g), s.report(infrav1.GuestCredentialsReadyCondition))
+	}
+	if ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != hc.Generation {
+		if res, err := ensureIdentity(); err != nil || !res.IsZero() {
+			return res, err
+		}
 	}
 	kubeconfig, err := harvester.GuestKubeconfig(server, ca, g.Namespace)
 	if err != nil {
@@ -99,14 +111,15 @@ func (r *HarvesterClusterReconciler) reconcileCredentials(ctx context.Context, s
 		}
 	}
 
-	token, expires, err := harvester.RequestToken(ctx, s.client.Client, g.Namespace, g.ServiceAccount, lifetime)
+	if !identityEnsured {
+		if res, err := ensureIdentity(); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	token, expires, err := identities.RequestToken(ctx, g, lifetime)
 	if err != nil {
 		guestTokenRenewalFailures.Inc()
-		var ce *harvester.ConnectionError
-		if errors.As(err, &ce) {
-			setClusterCondition(hc, infrav1.GuestCredentialsReadyCondition, metav1.ConditionFalse, infrav1.TokenRequestFailedReason, ce.Message)
-		}
-		return ctrl.Result{}, err
+		return harvesterResult(ctx, err, s.report(infrav1.GuestCredentialsReadyCondition))
 	}
 	manifest, err := harvester.GuestCloudConfigManifest(kubeconfig, token)
 	if err != nil {
@@ -164,8 +177,8 @@ func guestEndpoint(hc *infrav1.HarvesterCluster, identityServer string, identity
 // deleteCredentials removes the guest's identity on Harvester (revoking its tokens) and the
 // management-side Secret.
 func (r *HarvesterClusterReconciler) deleteCredentials(ctx context.Context, s *clusterScope) error {
-	if err := harvester.DeleteGuestIdentity(ctx, s.client.Client, r.guestIdentity(s)); err != nil {
-		return r.harvesterError(s.hc, infrav1.GuestCredentialsReadyCondition, err)
+	if err := (&harvester.GuestIdentityService{C: s.client.Client}).Delete(ctx, r.guestIdentity(s)); err != nil {
+		return err
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.hc.Namespace, Name: CloudConfigSecretName(s.cluster.Name)}}
 	return client.IgnoreNotFound(r.Client.Delete(ctx, secret))

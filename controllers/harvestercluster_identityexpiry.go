@@ -44,8 +44,10 @@ func (r *HarvesterClusterReconciler) checkIdentityExpiry(s *clusterScope, secret
 		return
 	}
 	reason, message := infrav1.IdentityExpiresSoonReason, fmt.Sprintf(
-		"the credential in identity Secret %s expires at %s, in %s: put a kubeconfig with a new token into the Secret (docs/harvester-identity.md, rotating the identity)",
-		secret.Name, at, left.Round(time.Minute))
+		// The time only, not how long is left: a message that changed every minute made every
+		// reconcile patch the status, and each patch woke all the cluster's machines.
+		"the credential in identity Secret %s expires at %s: put a kubeconfig with a new token into the Secret (docs/harvester-identity.md, rotating the identity)",
+		secret.Name, at)
 	if left <= 0 {
 		reason, message = infrav1.IdentityExpiredReason, fmt.Sprintf(
 			"the credential in identity Secret %s expired at %s: put a kubeconfig with a new token into the Secret (docs/harvester-identity.md, rotating the identity)",

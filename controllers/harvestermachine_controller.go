@@ -2,13 +2,14 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
@@ -42,25 +43,16 @@ import (
 // watches on VMs and VMIs are the main path.
 const fallbackRequeue = 5 * time.Minute
 
-// referenceRecheck is how soon a machine whose image, keypair or network is missing or not ready
-// looks again.
-const referenceRecheck = 15 * time.Second
-
-// unreachableRecheck is how soon a machine whose Harvester did not answer tries again. Its
-// return sends no event, and an error's exponential back-off would have grown to minutes by the
-// end of a long outage; while Harvester stays silent the connection's guard fails the retries at
-// once, without a request (harvester.requestGuard).
-const unreachableRecheck = 5 * time.Second
-
-// errUnreachable marks an error of a Harvester that did not answer.
-var errUnreachable = errors.New("harvester unreachable")
-
 // HarvesterMachineReconciler reconciles HarvesterMachines: a KubeVirt VM per machine on
 // Harvester, its volumes and cloud-init, and the machine's providerID, addresses and status.
 type HarvesterMachineReconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
 	Factory  *harvester.ClientFactory
+	// SecretMetadata reads identity Secrets' metadata from the manager's cache, so that a
+	// machine's connection is reused without reading its identity Secret live (see connect);
+	// nil reads it every time.
+	SecretMetadata client.Reader
 	// WatchFilterValue limits reconciles to objects labelled
 	// `cluster.x-k8s.io/watch-filter=<value>` (CAPI's --watch-filter).
 	WatchFilterValue string
@@ -97,8 +89,8 @@ func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr c
 	volumeToMachine := watchFiltered(r.Client, r.WatchFilterValue, machine, r.volumeToMachine)
 	r.Factory.WatchCaches(c, func(hc cache.Cache) []source.Source {
 		return []source.Source{
-			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachine{}), handler.EnqueueRequestsFromMapFunc(toMachine)),
-			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachineInstance{}), handler.EnqueueRequestsFromMapFunc(toMachine)),
+			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachine{}), handler.EnqueueRequestsFromMapFunc(toMachine), observedChange),
+			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachineInstance{}), handler.EnqueueRequestsFromMapFunc(toMachine), observedChange),
 			// A deleting machine waits for its volumes to go.
 			source.Kind(hc, client.Object(&corev1.PersistentVolumeClaim{}), handler.EnqueueRequestsFromMapFunc(volumeToMachine),
 				predicate.Funcs{
@@ -112,6 +104,29 @@ func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr c
 	})
 	return nil
 }
+
+// observedChange passes every creation and deletion of a VM or VMI, and those updates that
+// change what a machine's reconcile reads of it (VMService.Get and Observe: ownership labels,
+// UID, deletion, the VM's printable status; the VMI's phase, host, NICs and conditions).
+// Harvester and KubeVirt update both many times while a VM starts (finalizers, volume and
+// guest-agent status), and each reconcile would cost requests.
+var observedChange = predicate.Funcs{UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	if !maps.Equal(o.GetLabels(), n.GetLabels()) || !o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) || o.GetUID() != n.GetUID() {
+		return true
+	}
+	switch n := n.(type) {
+	case *kubevirtv1.VirtualMachine:
+		o, ok := o.(*kubevirtv1.VirtualMachine)
+		return !ok || o.Status.PrintableStatus != n.Status.PrintableStatus
+	case *kubevirtv1.VirtualMachineInstance:
+		o, ok := o.(*kubevirtv1.VirtualMachineInstance)
+		return !ok || o.Status.Phase != n.Status.Phase || o.Status.NodeName != n.Status.NodeName ||
+			!equality.Semantic.DeepEqual(o.Status.Interfaces, n.Status.Interfaces) ||
+			!equality.Semantic.DeepEqual(o.Status.Conditions, n.Status.Conditions)
+	}
+	return true
+}}
 
 // volumeToMachine maps a machine's volume to its HarvesterMachine. Volumes carry the machine's
 // label value only, which is a hash for names no label can hold: then the machine is found by it.
@@ -171,13 +186,6 @@ func (r *HarvesterMachineReconciler) machinesOfCluster(ctx context.Context, name
 
 // Reconcile brings a HarvesterMachine's VM on Harvester to the desired state.
 func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
-	// Deferred first, so it runs last: after the patch has recorded the condition.
-	defer func() {
-		if errors.Is(reterr, errUnreachable) {
-			ctrl.LoggerFrom(ctx).Info("Harvester does not answer; trying again", "after", unreachableRecheck, "error", reterr.Error())
-			res, reterr = ctrl.Result{RequeueAfter: unreachableRecheck}, nil
-		}
-	}()
 	hm := &infrav1.HarvesterMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, hm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -257,33 +265,20 @@ func (r *HarvesterMachineReconciler) readHarvesterCluster(ctx context.Context, s
 	return nil
 }
 
-// connect opens (or reuses) the connection to the cluster's Harvester; a failure is reported
-// on the machine's condition.
+// connect opens (or reuses) the connection to the cluster's Harvester; a failure is an Error
+// for the machine's condition.
 func (r *HarvesterMachineReconciler) connect(ctx context.Context, s *machineScope) error {
-	secret := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: s.hc.Namespace, Name: s.hc.Spec.IdentitySecret.Name}
-	if err := r.Client.Get(ctx, key, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			setVMCondition(s.hm, metav1.ConditionFalse, infrav1.IdentitySecretNotFoundReason,
-				fmt.Sprintf("identity Secret %s does not exist", key))
-			return nil
-		}
+	c, _, err := connect(ctx, r.Client, r.SecretMetadata, r.Factory, s.hc, s.userKey())
+	if err != nil {
 		return err
-	}
-	c, err := r.Factory.Get(ctx, s.userKey(), secret, s.hc.Spec.TargetNamespace)
-	switch {
-	case errors.Is(err, harvester.ErrInvalidKubeconfig):
-		setVMCondition(s.hm, metav1.ConditionFalse, infrav1.InvalidKubeconfigReason, err.Error())
-		return nil
-	case errors.Is(err, harvester.ErrNotSynced):
-		setVMCondition(s.hm, metav1.ConditionFalse, infrav1.HarvesterUnreachableReason, "waiting for Harvester to answer")
-		return errNotSynced
-	case err != nil:
-		// Building a connection asks Harvester for its API groups: it may not answer.
-		return r.harvesterError(s.hm, "connecting to Harvester", err)
 	}
 	s.client = c
 	return nil
+}
+
+// reportVM reports a failed step's reason and message on the VirtualMachineReady condition.
+func (s *machineScope) reportVM(reason, message string) {
+	setVMCondition(s.hm, metav1.ConditionFalse, reason, message)
 }
 
 func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
@@ -310,16 +305,18 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 		setVMCondition(hm, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason, "waiting for the bootstrap provider to write the bootstrap data")
 		return ctrl.Result{}, nil
 	}
-	if err := r.connect(ctx, s); err != nil || s.client == nil {
-		return connectResult(err)
+	if err := r.connect(ctx, s); err != nil {
+		return harvesterResult(ctx, err, s.reportVM)
 	}
-
-	vm := &kubevirtv1.VirtualMachine{}
-	vmKey := client.ObjectKey{Namespace: s.hc.Spec.TargetNamespace, Name: harvester.VMName(hm.Name)}
-	err = s.client.Get(ctx, vmKey, vm) // live: a restart must never create a second VM
+	vms := &harvester.VMService{C: s.client}
+	target := s.hc.Spec.TargetNamespace
+	vm, err := vms.Get(ctx, target, hm)
 	switch {
-	case apierrors.IsNotFound(err) && hm.Spec.ProviderID != "":
+	case err != nil:
+		return harvesterResult(ctx, err, s.reportVM)
+	case vm == nil && hm.Spec.ProviderID != "":
 		// Provisioned once, gone now: never made again under the old name.
+		vmKey := client.ObjectKey{Namespace: target, Name: harvester.VMName(hm.Name)}
 		if reason := conditions.GetReason(hm, infrav1.VirtualMachineReadyCondition); reason != infrav1.VMDeletedReason {
 			r.Recorder.Eventf(hm, corev1.EventTypeWarning, "VirtualMachineDeleted",
 				"VM %s was deleted outside the provider; the machine must be replaced", vmKey)
@@ -327,83 +324,55 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 		setVMCondition(hm, metav1.ConditionFalse, infrav1.VMDeletedReason, fmt.Sprintf(
 			"VM %s was deleted outside the provider after the machine was provisioned; it is not made again (its providerID names the old VM): delete the Machine, or let a MachineHealthCheck on InfrastructureReady=False replace it", vmKey))
 		return ctrl.Result{}, nil
-	case apierrors.IsNotFound(err):
-		return r.createVM(ctx, s)
-	case err != nil:
-		return ctrl.Result{}, r.harvesterError(hm, "reading VM "+vmKey.String(), err)
+	case vm == nil:
+		return r.createVM(ctx, s, vms)
 	}
-	if !harvester.OwnedBy(vm.Labels, hm) {
-		setVMCondition(hm, metav1.ConditionFalse, infrav1.NameTakenReason,
-			fmt.Sprintf("a VM named %s already exists in Harvester namespace %s and was not made for this machine; it is left untouched", vm.Name, vm.Namespace))
-		return ctrl.Result{}, nil
+	// Once per VM: the status records the VM's UID only after a reconcile that adopted it.
+	if hm.Status.VirtualMachine.UID != string(vm.UID) {
+		if err := vms.AdoptCloudInit(ctx, vm); err != nil {
+			return harvesterResult(ctx, err, s.reportVM)
+		}
 	}
-	svc := &harvester.MachineService{C: s.client}
-	if err := svc.AdoptCloudInit(ctx, vm); err != nil {
-		return ctrl.Result{}, r.harvesterError(hm, "adopting the VM's cloud-init Secret", err)
-	}
-	return r.observe(ctx, s, vm)
+	return r.observe(ctx, s, vms, vm)
 }
 
-func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineScope) (ctrl.Result, error) {
+func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineScope, vms *harvester.VMService) (ctrl.Result, error) {
 	hm := s.hm
-	svc := &harvester.MachineService{C: s.client}
-	target := s.hc.Spec.TargetNamespace
-	resolved, err := svc.ResolveReferences(ctx, &hm.Spec, target)
-	if err != nil {
-		return r.referenceError(hm, err)
-	}
 	bootstrap := &corev1.Secret{}
 	bootstrapKey := client.ObjectKey{Namespace: s.machine.Namespace, Name: *s.machine.Spec.Bootstrap.DataSecretName}
 	if err := r.Client.Get(ctx, bootstrapKey, bootstrap); err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading bootstrap data Secret %s: %w", bootstrapKey, err)
 	}
-	userData, _, err := harvester.BuildUserData(harvester.UserDataInput{
+	req := &harvester.VMRequest{
+		VMInput: harvester.VMInput{
+			Machine:          hm,
+			Namespace:        s.hc.Spec.TargetNamespace,
+			ClusterNamespace: s.cluster.Namespace,
+			ClusterName:      s.cluster.Name,
+			Role:             harvester.RoleWorker,
+		},
 		Bootstrap:       bootstrap.Data["value"],
 		BootstrapFormat: string(bootstrap.Data["format"]),
-		SSHPublicKeys:   resolved.SSHPublicKeys,
-	})
-	if err != nil {
-		setVMCondition(hm, metav1.ConditionFalse, infrav1.UnsupportedBootstrapFormatReason, err.Error())
-		return ctrl.Result{}, nil
-	}
-
-	in := &harvester.VMInput{
-		Machine:          hm,
-		Namespace:        target,
-		ClusterNamespace: s.cluster.Namespace,
-		ClusterName:      s.cluster.Name,
-		Role:             harvester.RoleWorker,
-		Images:           resolved.Images,
-		KeyPairs:         resolved.KeyPairs,
-		UserDataSecret:   harvester.CloudInitSecretName(hm.Name),
+		NetworkData:     []byte(hm.Spec.NetworkData),
 	}
 	if util.IsControlPlaneMachine(s.machine) {
-		in.Role = harvester.RoleControlPlane
+		req.Role = harvester.RoleControlPlane
 	}
-	networkData := []byte(hm.Spec.NetworkData)
 	if usesIPPools(&hm.Spec) {
 		// The webhook and the CRD refuse networkData together with IP pools.
-		if networkData, in.MACAddresses, err = staticNetworkData(hm); err != nil {
+		var err error
+		if req.NetworkData, req.MACAddresses, err = staticNetworkData(hm); err != nil {
 			setIPCondition(hm, metav1.ConditionFalse, infrav1.IPAddressClaimFailedReason, "rendering the network-data: "+err.Error())
 			return ctrl.Result{}, nil
 		}
 	}
-	if len(networkData) > 0 {
-		in.NetworkDataSecret = in.UserDataSecret
-	}
-	in.FailureDomain, in.FailureDomainKey = failureDomain(s)
-	if err := svc.EnsureCloudInit(ctx, in, userData, networkData); err != nil {
-		return r.referenceError(hm, err)
-	}
-	vm, err := harvester.BuildVM(in)
+	req.FailureDomain, req.FailureDomainKey = failureDomain(s)
+	vm, created, err := vms.Create(ctx, req)
 	if err != nil {
-		return ctrl.Result{}, err
+		return harvesterResult(ctx, err, s.reportVM)
 	}
-	if err := s.client.Create(ctx, vm); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{Requeue: true}, nil // created meanwhile: look at it again
-		}
-		return ctrl.Result{}, r.harvesterError(hm, fmt.Sprintf("creating VM %s/%s", vm.Namespace, vm.Name), err)
+	if !created {
+		return ctrl.Result{Requeue: true}, nil // made meanwhile: look at it again
 	}
 	r.Recorder.Eventf(hm, corev1.EventTypeNormal, "VirtualMachineCreated", "Created VM %s/%s on Harvester", vm.Namespace, vm.Name)
 	setVMCondition(hm, metav1.ConditionFalse, infrav1.VMCreatingReason, "the VM was created; Harvester prepares its volumes")
@@ -428,7 +397,7 @@ func failureDomain(s *machineScope) (string, string) {
 
 // observe reports the VM's state on the machine: providerID, addresses, host, and
 // provisioned once the VMI runs with an address on the management network.
-func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScope, vm *kubevirtv1.VirtualMachine) (ctrl.Result, error) {
+func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScope, vms *harvester.VMService, vm *kubevirtv1.VirtualMachine) (ctrl.Result, error) {
 	hm := s.hm
 	if hm.Spec.ProviderID == "" {
 		hm.Spec.ProviderID = infrav1.ProviderIDPrefix + string(vm.UID)
@@ -440,68 +409,34 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 	if s.machine.Spec.FailureDomain != "" {
 		hm.Status.FailureDomain = s.machine.Spec.FailureDomain
 	}
-
-	vmi := &kubevirtv1.VirtualMachineInstance{}
-	if err := s.client.Cache.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, r.harvesterError(hm, "reading the VM's instance", err)
-		}
-		reason, msg := infrav1.VMStartingReason, "waiting for the VM to start"
-		switch vm.Status.PrintableStatus {
-		case kubevirtv1.VirtualMachineStatusStopped, kubevirtv1.VirtualMachineStatusStopping:
-			reason, msg = infrav1.VMStoppedReason, "the VM is stopped"
-		case kubevirtv1.VirtualMachineStatusWaitingForVolumeBinding, kubevirtv1.VirtualMachineStatusProvisioning:
-			reason, msg = infrav1.VMCreatingReason, "waiting for the VM's volumes"
-		}
-		setVMCondition(hm, metav1.ConditionFalse, reason, msg)
-		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil
+	st, err := vms.Observe(ctx, vm, hm)
+	if err != nil {
+		return harvesterResult(ctx, err, s.reportVM)
 	}
-	hm.Status.VirtualMachine.Host = vmi.Status.NodeName
-
-	switch vmi.Status.Phase {
-	case kubevirtv1.Running:
-	case kubevirtv1.Failed:
-		setVMCondition(hm, metav1.ConditionFalse, infrav1.VMFailedReason, "the VM failed on Harvester")
-		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil
-	default:
-		reason, msg := vmiWaitReason(vmi)
-		setVMCondition(hm, metav1.ConditionFalse, reason, msg)
-		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil
+	if st.VMI != nil {
+		hm.Status.VirtualMachine.Host = st.Host
 	}
-
-	addresses := harvester.MachineAddresses(vmi, harvester.NetworkNames(&hm.Spec), harvester.VMName(hm.Name))
-	// The claimed addresses stay first, also before the guest agent reports them.
-	hm.Status.Addresses = claimedMachineAddresses(hm)
-	for _, a := range addresses {
-		ma := clusterv1.MachineAddress{Type: clusterv1.MachineAddressType(a.Type), Address: a.Address}
-		if !slices.Contains(hm.Status.Addresses, ma) {
-			hm.Status.Addresses = append(hm.Status.Addresses, ma)
+	if st.VMI != nil && st.VMI.Status.Phase == kubevirtv1.Running {
+		// The claimed addresses stay first, also before the guest agent reports them.
+		hm.Status.Addresses = claimedMachineAddresses(hm)
+		for _, a := range st.Addresses {
+			ma := clusterv1.MachineAddress{Type: clusterv1.MachineAddressType(a.Type), Address: a.Address}
+			if !slices.Contains(hm.Status.Addresses, ma) {
+				hm.Status.Addresses = append(hm.Status.Addresses, ma)
+			}
 		}
 	}
-	if !harvester.HasInternalIP(addresses) {
-		setVMCondition(hm, metav1.ConditionFalse, infrav1.WaitingForIPReason,
-			"the VM runs but its management NIC reports no address yet; the image needs qemu-guest-agent")
+	if !st.Ready {
+		setVMCondition(hm, metav1.ConditionFalse, st.Reason, st.Message)
 		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil
 	}
 	if !ptr.Deref(hm.Status.Initialization.Provisioned, false) {
 		// Once per machine, when it becomes provisioned (again only if writing the status fails).
-		observeProvisioned(vm, vmi, time.Now())
+		observeProvisioned(vm, st.VMI, time.Now())
 	}
 	hm.Status.Initialization.Provisioned = ptr.To(true)
 	setVMCondition(hm, metav1.ConditionTrue, infrav1.ReadyReason, "")
 	return ctrl.Result{}, nil
-}
-
-// vmiWaitReason says why a VMI that is not running yet waits: unschedulable (KubeVirt copies
-// the virt-launcher pod's PodScheduled=False condition to the VMI, with the scheduler's
-// message), or on its way.
-func vmiWaitReason(vmi *kubevirtv1.VirtualMachineInstance) (string, string) {
-	for _, c := range vmi.Status.Conditions {
-		if string(c.Type) == string(corev1.PodScheduled) && c.Status == corev1.ConditionFalse {
-			return infrav1.VMUnschedulableReason, "the VM cannot be scheduled: " + c.Message
-		}
-	}
-	return infrav1.VMStartingReason, fmt.Sprintf("the VM is %s", vmi.Status.Phase)
 }
 
 func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
@@ -518,31 +453,18 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 		controllerutil.RemoveFinalizer(hm, infrav1.MachineFinalizer)
 		return ctrl.Result{}, nil
 	}
-	if err := r.connect(ctx, s); err != nil || s.client == nil {
-		return connectResult(err)
+	if err := r.connect(ctx, s); err != nil {
+		return harvesterResult(ctx, err, s.reportVM)
 	}
-	target := s.hc.Spec.TargetNamespace
-	vm := &kubevirtv1.VirtualMachine{}
-	err := s.client.Get(ctx, client.ObjectKey{Namespace: target, Name: harvester.VMName(hm.Name)}, vm)
-	switch {
-	case err == nil && harvester.OwnedBy(vm.Labels, hm):
-		if vm.DeletionTimestamp.IsZero() {
-			if err := s.client.Delete(ctx, vm); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, r.harvesterError(hm, fmt.Sprintf("deleting VM %s/%s", target, vm.Name), err)
-			}
-			r.Recorder.Eventf(hm, corev1.EventTypeNormal, "VirtualMachineDeleted", "Deleted VM %s/%s on Harvester", target, vm.Name)
-		}
-		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil // the VM's deletion event brings us back
-	case err != nil && !apierrors.IsNotFound(err):
-		return ctrl.Result{}, r.harvesterError(hm, "reading the VM", err)
+	gone, deleted, err := (&harvester.VMService{C: s.client}).Delete(ctx, s.hc.Spec.TargetNamespace, hm)
+	if deleted {
+		r.Recorder.Eventf(hm, corev1.EventTypeNormal, "VirtualMachineDeleted", "Deleted VM %s/%s on Harvester", s.hc.Spec.TargetNamespace, harvester.VMName(hm.Name))
 	}
-	svc := &harvester.MachineService{C: s.client}
-	clean, err := svc.Cleanup(ctx, hm, target)
 	if err != nil {
-		return ctrl.Result{}, r.harvesterError(hm, "cleaning up the machine's volumes and cloud-init", err)
+		return harvesterResult(ctx, err, s.reportVM)
 	}
-	if !clean {
-		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil // each volume's deletion brings us back
+	if !gone {
+		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil // the deletion events of the VM and its volumes bring us back
 	}
 	// The addresses go back to their pools only now that the VM using them is gone.
 	if err := r.releaseIPAddresses(ctx, hm); err != nil {
@@ -551,31 +473,6 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 	r.Factory.Release(s.userKey())
 	controllerutil.RemoveFinalizer(hm, infrav1.MachineFinalizer)
 	return ctrl.Result{}, nil
-}
-
-// harvesterError reports an API error of Harvester on the machine with a reason a user can act
-// on, and returns it for a retry with back-off.
-func (r *HarvesterMachineReconciler) harvesterError(hm *infrav1.HarvesterMachine, doing string, err error) error {
-	var ce *harvester.ConnectionError
-	if errors.As(harvester.ClassifyError(err, doing), &ce) {
-		setVMCondition(hm, metav1.ConditionFalse, ce.Reason, ce.Message)
-		if ce.Reason == infrav1.HarvesterUnreachableReason {
-			return fmt.Errorf("%s: %w: %w", doing, errUnreachable, err)
-		}
-	}
-	return fmt.Errorf("%s: %w", doing, err)
-}
-
-// referenceError reports a bad reference on the machine. Images, keypairs and networks are not
-// the provider's objects, so no watch tells when they are fixed: the machine looks again after
-// referenceRecheck.
-func (r *HarvesterMachineReconciler) referenceError(hm *infrav1.HarvesterMachine, err error) (ctrl.Result, error) {
-	var ref *harvester.ReferenceError
-	if errors.As(err, &ref) {
-		setVMCondition(hm, metav1.ConditionFalse, ref.Reason, ref.Message)
-		return ctrl.Result{RequeueAfter: referenceRecheck}, nil
-	}
-	return ctrl.Result{}, r.harvesterError(hm, "checking the machine's references", err)
 }
 
 func setVMCondition(hm *infrav1.HarvesterMachine, status metav1.ConditionStatus, reason, message string) {

@@ -153,6 +153,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := (&HarvesterMachineReconciler{
 		Client:           mgr.GetClient(),
+		SecretMetadata:   mgr.GetCache(),
 		Recorder:         mgr.GetEventRecorderFor("harvestermachine-controller"),
 		Factory:          factory,
 		WatchFilterValue: o.WatchFilterValue,

@@ -27,6 +27,10 @@ const (
 
 	// ForbiddenReason: the identity lacks a permission it needs on Harvester (403).
 	ForbiddenReason = "Forbidden"
+
+	// HarvesterRefusedReason: Harvester's API answered a request with an error of its own (a
+	// validating webhook, a quota, a conflict); the message quotes Harvester's Status.
+	HarvesterRefusedReason = "HarvesterRefused"
 )
 
 // HarvesterCluster conditions.

@@ -104,9 +104,12 @@ type ClientFactory struct {
 
 type connection struct {
 	fingerprint string
-	namespaces  map[string]bool
-	users       map[string]string // user -> namespace it needs
-	client      *Client
+	// secretVersion is the identity Secret's resourceVersion the last Get saw with this
+	// fingerprint (see Reuse).
+	secretVersion string
+	namespaces    map[string]bool
+	users         map[string]string // user -> namespace it needs
+	client        *Client
 	// ctx ends when the connection is torn down or its cache stopped by itself; cancel ends it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -195,6 +198,7 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 		c, ok := f.connections[key]
 		if ok && c.fingerprint == fingerprint && c.namespaces[namespace] && !c.stopped() {
 			c.users[user] = namespace
+			c.secretVersion = secret.ResourceVersion
 			synced := c.synced
 			f.mu.Unlock()
 			return f.waitForSync(ctx, c, synced)
@@ -249,6 +253,7 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 			old.cancel()
 		}
 		built.users[user] = namespace
+		built.secretVersion = secret.ResourceVersion
 		if f.connections == nil {
 			f.connections = map[string]*connection{}
 		}
@@ -256,6 +261,21 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 		f.mu.Unlock()
 		return f.waitForSync(ctx, built, false)
 	}
+}
+
+// Reuse returns user's connection to the identity Secret key (namespace/name) without the
+// Secret's data, when the last Get saw the Secret at resourceVersion (so its kubeconfig is the
+// one the connection was built from), the connection's cache runs and has synced, and user
+// already uses it for namespace; ok is false when the caller must read the Secret and Get.
+func (f *ClientFactory) Reuse(user, key, resourceVersion, namespace string) (*Client, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.connections[key]
+	if !ok || c.stopped() || !c.synced || resourceVersion == "" || c.secretVersion != resourceVersion ||
+		!c.namespaces[namespace] || c.users[user] != namespace {
+		return nil, false
+	}
+	return c.client, true
 }
 
 // waitForSync returns c's client once its cache has synced, or ErrNotSynced with the client

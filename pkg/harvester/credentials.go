@@ -18,7 +18,10 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"sigs.k8s.io/yaml"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
 // Harvester's ClusterRoles for guest clusters.
@@ -68,10 +71,17 @@ type GuestIdentity struct {
 	CSI     bool
 }
 
-// EnsureGuestIdentity creates the guest's ServiceAccount, its namespaced RoleBinding to the
+// GuestIdentityService does the Harvester side of a guest cluster's own credential: the
+// ServiceAccount its cloud provider and CSI driver use, their bindings, and its tokens.
+type GuestIdentityService struct {
+	C client.Client
+}
+
+// Ensure creates the guest's ServiceAccount, its namespaced RoleBinding to the
 // cloud-provider ClusterRole and, only when CSI is on, its ClusterRoleBinding to the CSI
 // driver's ClusterRole (whose rules are cluster-wide). It removes the CSI binding when CSI is off.
-func EnsureGuestIdentity(ctx context.Context, c client.Client, g GuestIdentity) error {
+func (s *GuestIdentityService) Ensure(ctx context.Context, g GuestIdentity) error {
+	c := s.C
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount, Labels: g.Labels,
 		Annotations: map[string]string{AnnotationGuestCluster: g.Cluster}}}
 	err := c.Create(ctx, sa)
@@ -125,9 +135,10 @@ func ensureGuestClusterAnnotation(ctx context.Context, c client.Client, want *co
 	return c.Patch(ctx, sa, client.MergeFrom(base))
 }
 
-// DeleteGuestIdentity removes the guest's bindings and ServiceAccount (which revokes every
+// Delete removes the guest's bindings and ServiceAccount (which revokes every
 // token issued for it). Objects already gone are fine.
-func DeleteGuestIdentity(ctx context.Context, c client.Client, g GuestIdentity) error {
+func (s *GuestIdentityService) Delete(ctx context.Context, g GuestIdentity) error {
+	c := s.C
 	objs := []client.Object{
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: CSIBindingName(g.Namespace, g.ServiceAccount)}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount}},
@@ -141,12 +152,17 @@ func DeleteGuestIdentity(ctx context.Context, c client.Client, g GuestIdentity) 
 	return nil
 }
 
-// RequestToken asks Harvester for a token of the guest's ServiceAccount with a bounded lifetime.
-func RequestToken(ctx context.Context, c client.Client, namespace, serviceAccount string, lifetime time.Duration) (string, time.Time, error) {
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: serviceAccount}}
+// RequestToken asks Harvester for a token of the guest's ServiceAccount with a bounded
+// lifetime, and returns it with the expiry Harvester granted (which may be sooner). Its
+// failure is an Error of reason TokenRequestFailed.
+func (s *GuestIdentityService) RequestToken(ctx context.Context, g GuestIdentity, lifetime time.Duration) (string, time.Time, error) {
+	c := s.C
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount}}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(lifetime / time.Second))}}
 	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return "", time.Time{}, ClassifyError(err, "requesting a token for the guest")
+		e, _ := AsError(ClassifyError(err, "requesting a token for the guest"))
+		e.Reason = infrav1.TokenRequestFailedReason
+		return "", time.Time{}, e
 	}
 	return tr.Status.Token, tr.Status.ExpirationTimestamp.Time, nil
 }

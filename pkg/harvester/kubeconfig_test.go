@@ -209,8 +209,9 @@ func TestConnectionErrorsSayWhatFailedWithoutEchoingTheServer(t *testing.T) {
 			c, err := client.New(rc, client.Options{Scheme: scheme, Mapper: mapper})
 			g.Expect(err).NotTo(HaveOccurred())
 			_, err = CheckConnection(context.Background(), c, "guests")
-			var ce *ConnectionError
-			g.Expect(errors.As(err, &ce)).To(BeTrue(), "%v", err)
+			ce, ok := AsError(err)
+			g.Expect(ok).To(BeTrue(), "%v", err)
+			g.Expect(ce.Kind).To(Equal(KindUnreachable))
 			g.Expect(ce.Reason).To(Equal(infrav1.HarvesterUnreachableReason))
 			g.Expect(ce.Message).To(ContainSubstring(tc.want))
 			g.Expect(ce.Message).NotTo(ContainSubstring(secretValue))

@@ -1,15 +1,19 @@
 package harvester
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
@@ -102,4 +106,127 @@ func LoadBalancerProblem(lb *lbv1.LoadBalancer) string {
 		}
 	}
 	return ""
+}
+
+// DHCPPatience is how long a dhcp load balancer may wait for a lease before its condition asks
+// whether the network has a DHCP server.
+const DHCPPatience = 2 * time.Minute
+
+// LoadBalancerService does the Harvester side of a HarvesterCluster's load balancers: the
+// control plane's, and, when the cluster is deleted, those the guest's cloud controller manager
+// made for its Services. It reads them from the connection's cache, whose events of them bring
+// the cluster back.
+type LoadBalancerService struct {
+	C *Client
+}
+
+// LoadBalancerState is how far the control-plane load balancer is: Ready with its Address, or
+// Reason and Message say what it waits for (RecheckAfter, when set, is when that message
+// changes without an event).
+type LoadBalancerState struct {
+	Ready           bool
+	Reason, Message string
+	Name, Address   string
+	// Created tells that this call created the load balancer; CreatedAt is when it was.
+	Created      bool
+	CreatedAt    time.Time
+	RecheckAfter time.Duration
+}
+
+// EnsureControlPlane makes the cluster's control-plane load balancer, unless the spec sets the
+// endpoint and none exists, and reports its state. A load balancer of that name that is not the
+// provider's is an Error NameTaken and is left untouched.
+func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, clusterName string, now time.Time) (LoadBalancerState, error) {
+	want := BuildControlPlaneLoadBalancer(hc, clusterName)
+	lb := &lbv1.LoadBalancer{}
+	err := s.C.Cache.Get(ctx, client.ObjectKeyFromObject(want), lb)
+	if apierrors.IsNotFound(err) {
+		if hc.Spec.ControlPlaneEndpoint.Host != "" {
+			return LoadBalancerState{Ready: true, Reason: infrav1.UserProvidedEndpointReason,
+				Message: "the control-plane endpoint is set in the spec; no load balancer is made"}, nil
+		}
+		if err := s.C.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return LoadBalancerState{}, ClassifyError(err, "creating the control-plane load balancer")
+		}
+		return LoadBalancerState{Name: want.Name, Created: true, CreatedAt: now,
+			Reason: infrav1.WaitingForAddressReason, Message: "waiting for Harvester to allocate an address"}, nil
+	}
+	if err != nil {
+		return LoadBalancerState{}, ClassifyError(err, "reading the control-plane load balancer")
+	}
+	if lb.Labels[LabelManagedBy] != ManagedByValue {
+		return LoadBalancerState{}, nameTaken("a load balancer named %s already exists in Harvester namespace %s and was not made for this cluster; it is left untouched", lb.Name, lb.Namespace)
+	}
+	st := LoadBalancerState{Name: lb.Name, CreatedAt: lb.CreationTimestamp.Time, Address: LoadBalancerAddress(lb)}
+	if st.Address != "" {
+		st.Ready, st.Reason = true, infrav1.ReadyReason
+		return st, nil
+	}
+	problem := LoadBalancerProblem(lb)
+	switch {
+	case problem == "" || problem == "no running backend servers":
+		st.Reason, st.Message = infrav1.WaitingForAddressReason, "waiting for Harvester to allocate an address"
+		if lb.Spec.IPAM == lbv1.DHCP {
+			if age := now.Sub(lb.CreationTimestamp.Time); age > DHCPPatience {
+				st.Message = fmt.Sprintf("no DHCP lease after %s: does the load balancer's network have a DHCP server?", age.Round(time.Second))
+			} else {
+				st.Message, st.RecheckAfter = "waiting for a DHCP lease", DHCPPatience-age
+			}
+		}
+	case isPoolExhausted(problem):
+		st.Reason, st.Message = infrav1.IPPoolExhaustedReason, "Harvester's IP pool is exhausted: "+problem
+	default:
+		st.Reason, st.Message = infrav1.LoadBalancerFailedReason, "Harvester reports: "+problem
+	}
+	return st, nil
+}
+
+// isPoolExhausted recognises host-local IPAM's message, which Harvester passes on.
+func isPoolExhausted(msg string) bool { return strings.HasPrefix(msg, "no IP addresses available") }
+
+// DeleteControlPlane deletes the cluster's control-plane load balancer (not another's of the
+// same name). gone tells whether none is left; deleted, whether this call asked for it.
+func (s *LoadBalancerService) DeleteControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, clusterName string) (gone, deleted bool, err error) {
+	lb := &lbv1.LoadBalancer{}
+	name := LoadBalancerName(hc.Namespace, clusterName)
+	// Live: the cache would still show it a moment after its deletion was seen.
+	err = s.C.Get(ctx, client.ObjectKey{Namespace: hc.Spec.TargetNamespace, Name: name}, lb)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, false, nil
+	case err != nil:
+		return false, false, ClassifyError(err, "reading the control-plane load balancer")
+	case lb.Labels[LabelManagedBy] != ManagedByValue:
+		return true, false, nil
+	case !lb.DeletionTimestamp.IsZero():
+		return false, false, nil
+	}
+	if err := s.C.Delete(ctx, lb); client.IgnoreNotFound(err) != nil {
+		return false, false, ClassifyError(err, "deleting the control-plane load balancer")
+	}
+	return false, true, nil
+}
+
+// DeleteGuest deletes the load balancers the guest's cloud controller manager made for its
+// Services (labelled with the guest's cluster ID, from the CCM's --cluster-name), which would
+// otherwise hold their addresses after the guest is gone. left is how many are still there;
+// deleted, those this call asked Harvester to delete.
+func (s *LoadBalancerService) DeleteGuest(ctx context.Context, hc *infrav1.HarvesterCluster, clusterName string) (left int, deleted []*lbv1.LoadBalancer, err error) {
+	lbs := &lbv1.LoadBalancerList{}
+	if err := s.C.Cache.List(ctx, lbs, client.InNamespace(hc.Spec.TargetNamespace), client.MatchingLabels{
+		LabelLBCluster: LabelValue(ClusterID(hc.Namespace, clusterName)),
+	}); err != nil {
+		return 0, nil, ClassifyError(err, "listing the guest's load balancers")
+	}
+	for i := range lbs.Items {
+		lb := &lbs.Items[i]
+		if !lb.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := s.C.Delete(ctx, lb); client.IgnoreNotFound(err) != nil {
+			return len(lbs.Items), deleted, ClassifyError(err, "deleting a load balancer of the guest")
+		}
+		deleted = append(deleted, lb)
+	}
+	return len(lbs.Items), deleted, nil
 }

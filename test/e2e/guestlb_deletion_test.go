@@ -48,9 +48,14 @@ var _ = Describe("Deletion of a cluster with guest load balancers", func() {
 		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), tc.HarvesterCluster)).To(Succeed(), "the HarvesterCluster waits for the load balancer")
 
 		By("releasing it: its deletion event lets the cluster's deletion finish")
-		base := lb.DeepCopy()
-		controllerutil.RemoveFinalizer(lb, held)
-		Expect(harvesterClient().Patch(ctx, lb, client.MergeFrom(base))).To(Succeed())
+		// Read again and patched under optimistic lock: the load balancer controller takes its own
+		// finalizer off meanwhile, and a stale list would put it back.
+		Eventually(func(g Gomega) {
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(lb), lb)).To(Succeed())
+			base := lb.DeepCopy()
+			controllerutil.RemoveFinalizer(lb, held)
+			g.Expect(harvesterClient().Patch(ctx, lb, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))).To(Succeed())
+		}).Should(Succeed())
 		start := time.Now()
 		Eventually(func() bool {
 			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))

@@ -1,0 +1,107 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+)
+
+const (
+	// unreachableRecheck is how soon a reconcile whose Harvester did not answer tries again.
+	// Its return sends no event, and an error's exponential back-off would have grown to
+	// minutes by the end of a long outage; while Harvester stays silent the connection's guard
+	// fails the retries at once, without a request (harvester.requestGuard).
+	unreachableRecheck = 5 * time.Second
+	// accessRecheck is how soon a reconcile whose identity could not do its work (credentials
+	// refused, a permission or the target namespace missing) tries again; a change of the
+	// identity Secret retries at once.
+	accessRecheck = 30 * time.Second
+	// referenceRecheck is how soon a machine whose image, keypair or network is missing or not
+	// ready looks again: those are not the provider's objects, and no watch says when they are
+	// fixed.
+	referenceRecheck = 15 * time.Second
+	// syncRecheck is how soon a reconcile that found a new connection's cache still filling
+	// tries again; no event would come for it.
+	syncRecheck = 2 * time.Second
+)
+
+// connect returns the connection of user (the reconciled object, see ClientFactory.Get) to the
+// HarvesterCluster's Harvester, and the identity Secret it was made from. Its failures are
+// harvester.Errors; while the connection's cache is still filling, the error wraps
+// harvester.ErrNotSynced and the connection is returned too (for live requests).
+//
+// With secretMetadata (the manager's cache of Secrets' metadata: the provider does not cache
+// their data), a connection user already has is reused while the identity Secret's
+// resourceVersion is the one it was made from; the Secret is then not read, and not returned.
+func connect(ctx context.Context, c client.Client, secretMetadata client.Reader, f *harvester.ClientFactory, hc *infrav1.HarvesterCluster, user string) (*harvester.Client, *corev1.Secret, error) {
+	key := client.ObjectKey{Namespace: hc.Namespace, Name: hc.Spec.IdentitySecret.Name}
+	if secretMetadata != nil {
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		if err := secretMetadata.Get(ctx, key, meta); err == nil {
+			if reused, ok := f.Reuse(user, key.String(), meta.ResourceVersion, hc.Spec.TargetNamespace); ok {
+				return reused, nil, nil
+			}
+		}
+	}
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, key, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.IdentitySecretNotFoundReason,
+				Message: fmt.Sprintf("identity Secret %s does not exist", key)}
+		}
+		return nil, nil, err
+	}
+	hcClient, err := f.Get(ctx, user, secret, hc.Spec.TargetNamespace)
+	switch {
+	case errors.Is(err, harvester.ErrInvalidKubeconfig):
+		return nil, secret, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.InvalidKubeconfigReason,
+			Message: fmt.Sprintf("identity Secret %s: %v", key, err)}
+	case errors.Is(err, harvester.ErrNotSynced):
+		return hcClient, secret, &harvester.Error{Kind: harvester.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason,
+			Message: "waiting for Harvester to answer the provider's watches", Err: err}
+	case err != nil:
+		// Building a connection asks Harvester for its API groups: it may not answer.
+		return nil, secret, harvester.ClassifyError(err, "connecting to Harvester")
+	}
+	return hcClient, secret, nil
+}
+
+// harvesterResult is how a reconcile ends on err: a harvester.Error is reported (its reason and
+// message, through report, on the condition of the step that failed) and retried when its Kind
+// says; any other error goes back to the controller for its back-off.
+func harvesterResult(ctx context.Context, err error, report func(reason, message string)) (ctrl.Result, error) {
+	if err == nil {
+		return ctrl.Result{}, nil
+	}
+	e, ok := harvester.AsError(err)
+	if !ok {
+		return ctrl.Result{}, err
+	}
+	report(e.Reason, e.Message)
+	if errors.Is(err, harvester.ErrNotSynced) {
+		return ctrl.Result{RequeueAfter: syncRecheck}, nil
+	}
+	switch e.Kind {
+	case harvester.KindUnreachable:
+		ctrl.LoggerFrom(ctx).Info("Harvester does not answer; trying again", "after", unreachableRecheck, "reason", e.Message)
+		return ctrl.Result{RequeueAfter: unreachableRecheck}, nil
+	case harvester.KindAccess:
+		return ctrl.Result{RequeueAfter: accessRecheck}, nil
+	case harvester.KindReference:
+		return ctrl.Result{RequeueAfter: referenceRecheck}, nil
+	case harvester.KindInvalid:
+		return ctrl.Result{}, nil // reported until the input changes, which brings a reconcile
+	}
+	return ctrl.Result{}, err
+}

@@ -1,0 +1,59 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+)
+
+// One mapping from a service's error to a reconcile's end: what is reported, and when the
+// reconcile comes back.
+func TestHarvesterResultReportsAndRetriesByKind(t *testing.T) {
+	notSynced := &harvester.Error{Kind: harvester.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason,
+		Message: "waiting", Err: fmt.Errorf("cache: %w", harvester.ErrNotSynced)}
+	plain := errors.New("the management apiserver said no")
+	for _, tc := range []struct {
+		name     string
+		err      error
+		result   ctrl.Result
+		returned error
+		reported string
+	}{
+		{"no error", nil, ctrl.Result{}, nil, ""},
+		{"a management-side error", plain, ctrl.Result{}, plain, ""},
+		{"unreachable", &harvester.Error{Kind: harvester.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason}, ctrl.Result{RequeueAfter: unreachableRecheck}, nil, infrav1.HarvesterUnreachableReason},
+		{"a cache still filling", notSynced, ctrl.Result{RequeueAfter: syncRecheck}, nil, infrav1.HarvesterUnreachableReason},
+		{"access", &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.UnauthorizedReason}, ctrl.Result{RequeueAfter: accessRecheck}, nil, infrav1.UnauthorizedReason},
+		{"a reference", &harvester.Error{Kind: harvester.KindReference, Reason: infrav1.ImageNotFoundReason}, ctrl.Result{RequeueAfter: referenceRecheck}, nil, infrav1.ImageNotFoundReason},
+		{"invalid input", &harvester.Error{Kind: harvester.KindInvalid, Reason: infrav1.UnsupportedBootstrapFormatReason}, ctrl.Result{}, nil, infrav1.UnsupportedBootstrapFormatReason},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			reported := ""
+			result, err := harvesterResult(context.Background(), tc.err, func(reason, _ string) { reported = reason })
+			g.Expect(result).To(Equal(tc.result))
+			if tc.returned == nil {
+				g.Expect(err).NotTo(HaveOccurred())
+			} else {
+				g.Expect(err).To(BeIdenticalTo(tc.returned))
+			}
+			g.Expect(reported).To(Equal(tc.reported))
+		})
+	}
+
+	// A refusal goes back to the controller for its back-off, and is reported.
+	g := NewWithT(t)
+	refused := &harvester.Error{Kind: harvester.KindRefused, Reason: infrav1.HarvesterRefusedReason, Message: "quota"}
+	reported := ""
+	result, err := harvesterResult(context.Background(), refused, func(reason, _ string) { reported = reason })
+	g.Expect(result).To(Equal(ctrl.Result{}))
+	g.Expect(err).To(BeIdenticalTo(refused))
+	g.Expect(reported).To(Equal(infrav1.HarvesterRefusedReason))
+}

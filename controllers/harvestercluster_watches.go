@@ -1,0 +1,152 @@
+package controllers
+
+import (
+	"context"
+
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+)
+
+// SetupWithManager registers the reconciler, and its watches on the load balancers and hosts
+// of every Harvester connection.
+func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	log := ctrl.LoggerFrom(ctx)
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.HarvesterCluster{}).
+		WithOptions(options).
+		WithEventFilter(predicates.ResourceNotPausedAndHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		WithEventFilter(predicates.ResourceIsNotExternallyManaged(mgr.GetScheme(), log)).
+		Watches(&clusterv1.Cluster{},
+			handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx,
+				infrav1.GroupVersion.WithKind("HarvesterCluster"), mgr.GetClient(), &infrav1.HarvesterCluster{})),
+			// Unpausing, and labels: the addons label selects the guest's addons.
+			builder.WithPredicates(predicate.Or[client.Object](predicates.ClusterUnpaused(mgr.GetScheme(), log), predicate.LabelChangedPredicate{}))).
+		// A rotated or fixed kubeconfig in an identity Secret is used at once (metadata only:
+		// the provider does not cache Secrets' data).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToClusters), builder.OnlyMetadata).
+		// A cluster being deleted waits for its machines: their deletions bring it back.
+		Watches(&infrav1.HarvesterMachine{}, handler.EnqueueRequestsFromMapFunc(r.machineToCluster),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false },
+				UpdateFunc: func(event.UpdateEvent) bool { return false },
+				DeleteFunc: func(event.DeleteEvent) bool { return true },
+			})).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	cluster := func() client.Object { return &infrav1.HarvesterCluster{} }
+	loadBalancerToCluster := watchFiltered(r.Client, r.WatchFilterValue, cluster, r.loadBalancerToCluster)
+	allClusters := watchFiltered(r.Client, r.WatchFilterValue, cluster, r.allClusters)
+	r.Factory.WatchCaches(c, func(hc cache.Cache) []source.Source {
+		return []source.Source{
+			source.Kind(hc, client.Object(&lbv1.LoadBalancer{}), handler.EnqueueRequestsFromMapFunc(loadBalancerToCluster)),
+			source.Kind(hc, client.Object(&corev1.Node{}), handler.EnqueueRequestsFromMapFunc(allClusters)),
+		}
+	})
+	return nil
+}
+
+// loadBalancerToCluster maps a control-plane load balancer to its HarvesterCluster, and one a
+// guest's cloud controller manager made to its HarvesterCluster while that is being deleted
+// (which waits for them to go; a live cluster has nothing to do on their changes).
+func (r *HarvesterClusterReconciler) loadBalancerToCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	if guest := obj.GetLabels()[harvester.LabelLBCluster]; guest != "" {
+		return r.guestLoadBalancerToCluster(ctx, obj, guest)
+	}
+	id := obj.GetLabels()[harvester.LabelCluster]
+	if id == "" {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, req := range r.allClusters(ctx, obj) {
+		hc := &infrav1.HarvesterCluster{}
+		if err := r.Client.Get(ctx, req.NamespacedName, hc); err != nil {
+			continue
+		}
+		if name := hc.Labels[clusterv1.ClusterNameLabel]; name != "" && harvester.ClusterID(hc.Namespace, name) == id {
+			reqs = append(reqs, req)
+		}
+	}
+	return reqs
+}
+
+func (r *HarvesterClusterReconciler) guestLoadBalancerToCluster(ctx context.Context, obj client.Object, guest string) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, req := range r.allClusters(ctx, obj) {
+		hc := &infrav1.HarvesterCluster{}
+		if err := r.Client.Get(ctx, req.NamespacedName, hc); err != nil || hc.DeletionTimestamp.IsZero() || hc.Spec.TargetNamespace != obj.GetNamespace() {
+			continue
+		}
+		if name := hc.Labels[clusterv1.ClusterNameLabel]; name != "" && harvester.LabelValue(harvester.ClusterID(hc.Namespace, name)) == guest {
+			reqs = append(reqs, req)
+		}
+	}
+	return reqs
+}
+
+// machineToCluster maps a HarvesterMachine to its cluster's HarvesterCluster.
+func (r *HarvesterClusterReconciler) machineToCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[clusterv1.ClusterNameLabel]
+	if name == "" {
+		return nil
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, cluster); err == nil && cluster.Spec.InfrastructureRef.Name != "" {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: cluster.Spec.InfrastructureRef.Name}}}
+	}
+	// Without its Cluster, the HarvesterCluster carrying the same cluster label.
+	list := &infrav1.HarvesterClusterList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+// secretToClusters maps an identity Secret to the HarvesterClusters that use it.
+func (r *HarvesterClusterReconciler) secretToClusters(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &infrav1.HarvesterClusterList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if list.Items[i].Spec.IdentitySecret.Name == obj.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
+func (r *HarvesterClusterReconciler) allClusters(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &infrav1.HarvesterClusterList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}

@@ -1,0 +1,360 @@
+package harvester
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+// CloudInitSecretName is the Secret on Harvester that holds a machine's cloud-init data.
+func CloudInitSecretName(machine string) string { return boundedName(machine+"-cloudinit", 253) }
+
+// VMService does the Harvester side of a HarvesterMachine: its VM (ensure, observe, delete), the
+// VM's cloud-init Secret and its volumes. Its errors are Errors, or plain errors of the
+// management side.
+type VMService struct {
+	C *Client
+}
+
+// VMRequest is what a machine's VM is made of: the VM's input (references are resolved here)
+// and its cloud-init.
+type VMRequest struct {
+	VMInput
+	Bootstrap       []byte
+	BootstrapFormat string // CAPI's `format` key of the bootstrap data, if any
+	NetworkData     []byte
+}
+
+// Get returns the machine's VM: from the connection's cache when it is there (nothing asked of
+// Harvester at steady state), else live, since a cache may lag behind a create and a restart
+// must never make a second VM, and an absence must be sure before it counts as a deletion. It
+// returns nil when there is none, an Error NameTaken when the name holds a VM that is not the
+// machine's.
+func (s *VMService) Get(ctx context.Context, namespace string, m *infrav1.HarvesterMachine) (*kubevirtv1.VirtualMachine, error) {
+	vm := &kubevirtv1.VirtualMachine{}
+	key := client.ObjectKey{Namespace: namespace, Name: VMName(m.Name)}
+	err := s.C.Cache.Get(ctx, key, vm)
+	if apierrors.IsNotFound(err) {
+		err = s.C.Get(ctx, key, vm)
+	}
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, ClassifyError(err, "reading VM "+key.String())
+	}
+	if !OwnedBy(vm.Labels, m) {
+		return nil, nameTaken("a VM named %s already exists in Harvester namespace %s and was not made for this machine; it is left untouched", vm.Name, vm.Namespace)
+	}
+	return vm, nil
+}
+
+// Create resolves the machine's references, writes its cloud-init Secret and creates its VM.
+// created is false when a VM of that name appeared meanwhile (look at it again).
+func (s *VMService) Create(ctx context.Context, req *VMRequest) (vm *kubevirtv1.VirtualMachine, created bool, err error) {
+	in := req.VMInput
+	resolved, err := s.resolveReferences(ctx, &in.Machine.Spec, in.Namespace)
+	if err != nil {
+		return nil, false, err
+	}
+	in.Images, in.KeyPairs = resolved.Images, resolved.KeyPairs
+	userData, _, err := BuildUserData(UserDataInput{
+		Bootstrap: req.Bootstrap, BootstrapFormat: req.BootstrapFormat, SSHPublicKeys: resolved.SSHPublicKeys,
+	})
+	if err != nil {
+		return nil, false, &Error{Kind: KindInvalid, Reason: infrav1.UnsupportedBootstrapFormatReason, Message: err.Error(), Err: err}
+	}
+	in.UserDataSecret = CloudInitSecretName(in.Machine.Name)
+	if len(req.NetworkData) > 0 {
+		in.NetworkDataSecret = in.UserDataSecret
+	}
+	if err := s.ensureCloudInit(ctx, &in, userData, req.NetworkData); err != nil {
+		return nil, false, err
+	}
+	vm, err = BuildVM(&in)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := s.C.Create(ctx, vm); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, false, nil
+		}
+		return nil, false, ClassifyError(err, fmt.Sprintf("creating VM %s/%s", vm.Namespace, vm.Name))
+	}
+	return vm, true, nil
+}
+
+// VMState is what a machine reports of its VM: Ready once the VM runs with an address on its
+// management network, else Reason and Message say what it waits for.
+type VMState struct {
+	Ready           bool
+	Reason, Message string
+	// Host the VM runs on, and its addresses (management NIC first); VMI is nil before it starts.
+	Host      string
+	Addresses []corev1.NodeAddress
+	VMI       *kubevirtv1.VirtualMachineInstance
+}
+
+// Observe reads the VM's instance from the connection's cache (its watch brings the machine
+// back on every change) and says how far the VM is.
+func (s *VMService) Observe(ctx context.Context, vm *kubevirtv1.VirtualMachine, m *infrav1.HarvesterMachine) (VMState, error) {
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := s.C.Cache.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return VMState{}, ClassifyError(err, "reading the VM's instance")
+		}
+		st := VMState{Reason: infrav1.VMStartingReason, Message: "waiting for the VM to start"}
+		switch vm.Status.PrintableStatus {
+		case kubevirtv1.VirtualMachineStatusStopped, kubevirtv1.VirtualMachineStatusStopping:
+			st.Reason, st.Message = infrav1.VMStoppedReason, "the VM is stopped"
+		case kubevirtv1.VirtualMachineStatusWaitingForVolumeBinding, kubevirtv1.VirtualMachineStatusProvisioning:
+			st.Reason, st.Message = infrav1.VMCreatingReason, "waiting for the VM's volumes"
+		}
+		return st, nil
+	}
+	st := VMState{Host: vmi.Status.NodeName, VMI: vmi}
+	switch vmi.Status.Phase {
+	case kubevirtv1.Running:
+	case kubevirtv1.Failed:
+		st.Reason, st.Message = infrav1.VMFailedReason, "the VM failed on Harvester"
+		return st, nil
+	default:
+		st.Reason, st.Message = vmiWaitReason(vmi)
+		return st, nil
+	}
+	st.Addresses = MachineAddresses(vmi, NetworkNames(&m.Spec), VMName(m.Name))
+	if !HasInternalIP(st.Addresses) {
+		st.Reason, st.Message = infrav1.WaitingForIPReason, "the VM runs but its management NIC reports no address yet; the image needs qemu-guest-agent"
+		return st, nil
+	}
+	st.Ready = true
+	return st, nil
+}
+
+// vmiWaitReason says why a VMI that is not running yet waits: unschedulable (KubeVirt copies
+// the virt-launcher pod's PodScheduled=False condition to the VMI, with the scheduler's
+// message), or on its way.
+func vmiWaitReason(vmi *kubevirtv1.VirtualMachineInstance) (string, string) {
+	for _, c := range vmi.Status.Conditions {
+		if string(c.Type) == string(corev1.PodScheduled) && c.Status == corev1.ConditionFalse {
+			return infrav1.VMUnschedulableReason, "the VM cannot be scheduled: " + c.Message
+		}
+	}
+	return infrav1.VMStartingReason, fmt.Sprintf("the VM is %s", vmi.Status.Phase)
+}
+
+// Delete deletes the machine's VM, then what it leaves: its cloud-init Secret and volumes. gone
+// tells whether all of it is gone (else an event of the VM's or a volume's deletion comes);
+// deleted, whether this call asked Harvester to delete the VM.
+func (s *VMService) Delete(ctx context.Context, namespace string, m *infrav1.HarvesterMachine) (gone, deleted bool, err error) {
+	vm, err := s.Get(ctx, namespace, m)
+	if e, ok := AsError(err); ok && e.Reason == infrav1.NameTakenReason {
+		vm, err = nil, nil // another's VM: left alone, and the machine's own things cleaned up
+	}
+	if err != nil {
+		return false, false, err
+	}
+	if vm != nil {
+		if vm.DeletionTimestamp.IsZero() {
+			if err := s.C.Delete(ctx, vm); client.IgnoreNotFound(err) != nil {
+				return false, false, ClassifyError(err, fmt.Sprintf("deleting VM %s/%s", namespace, vm.Name))
+			}
+			deleted = true
+		}
+		return false, deleted, nil
+	}
+	gone, err = s.cleanup(ctx, m, namespace)
+	return gone, false, err
+}
+
+// Resolved is what a machine's references resolve to.
+type Resolved struct {
+	Images        map[string]Image
+	KeyPairs      []string // namespace/name
+	SSHPublicKeys []string
+}
+
+// resolveReferences checks the images (present, imported), keypairs and networks a machine
+// names, live (a cache would hide a fix), and returns what the VM needs of them.
+func (s *VMService) resolveReferences(ctx context.Context, spec *infrav1.HarvesterMachineSpec, namespace string) (*Resolved, error) {
+	r := &Resolved{Images: map[string]Image{}}
+	for _, d := range spec.Disks {
+		if d.Image == "" || r.Images[d.Image].Name != "" {
+			continue
+		}
+		ns, name := ResolveRef(d.Image, namespace)
+		img := &harvesterv1.VirtualMachineImage{}
+		if err := s.C.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, img); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, referenceError(infrav1.ImageNotFoundReason, "image %s/%s does not exist on Harvester", ns, name)
+			}
+			return nil, ClassifyError(err, fmt.Sprintf("reading image %s/%s", ns, name))
+		}
+		if !imageImported(img) || img.Status.StorageClassName == "" {
+			return nil, referenceError(infrav1.ImageNotImportedReason, "image %s/%s is not imported yet (%d%%)", ns, name, img.Status.Progress)
+		}
+		r.Images[d.Image] = Image{Namespace: ns, Name: name, StorageClassName: img.Status.StorageClassName}
+	}
+	for _, ref := range spec.SSHKeyPairs {
+		ns, name := ResolveRef(ref, namespace)
+		kp := &harvesterv1.KeyPair{}
+		if err := s.C.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, kp); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, referenceError(infrav1.KeyPairNotFoundReason, "keypair %s/%s does not exist on Harvester", ns, name)
+			}
+			return nil, ClassifyError(err, fmt.Sprintf("reading keypair %s/%s", ns, name))
+		}
+		r.KeyPairs = append(r.KeyPairs, ns+"/"+name)
+		r.SSHPublicKeys = append(r.SSHPublicKeys, strings.TrimSpace(kp.Spec.PublicKey))
+	}
+	for _, n := range spec.Networks {
+		ns, name := ResolveRef(n.NetworkName, namespace)
+		nad := &unstructured.Unstructured{}
+		nad.SetAPIVersion("k8s.cni.cncf.io/v1")
+		nad.SetKind("NetworkAttachmentDefinition")
+		if err := s.C.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, nad); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, referenceError(infrav1.NetworkNotFoundReason, "VM network %s/%s does not exist on Harvester", ns, name)
+			}
+			return nil, ClassifyError(err, fmt.Sprintf("reading VM network %s/%s", ns, name))
+		}
+	}
+	return r, nil
+}
+
+func imageImported(img *harvesterv1.VirtualMachineImage) bool {
+	for _, c := range img.Status.Conditions {
+		if c.Type == harvesterv1.ImageImported {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// ensureCloudInit writes the machine's cloud-init Secret (keys `userdata` and, when set,
+// `networkdata`). An existing Secret of another owner is never overwritten.
+func (s *VMService) ensureCloudInit(ctx context.Context, in *VMInput, userData, networkData []byte) error {
+	name := CloudInitSecretName(in.Machine.Name)
+	data := map[string][]byte{"userdata": userData}
+	if len(networkData) > 0 {
+		data["networkdata"] = networkData
+	}
+	existing := &corev1.Secret{}
+	err := s.C.Get(ctx, client.ObjectKey{Namespace: in.Namespace, Name: name}, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: name, Labels: MachineLabels(in)},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       data,
+		}
+		if err := s.C.Create(ctx, secret); err != nil {
+			return ClassifyError(err, fmt.Sprintf("creating cloud-init Secret %s/%s", in.Namespace, name))
+		}
+		return nil
+	case err != nil:
+		return ClassifyError(err, fmt.Sprintf("reading cloud-init Secret %s/%s", in.Namespace, name))
+	}
+	if !OwnedBy(existing.Labels, in.Machine) {
+		return nameTaken("Secret %s/%s exists on Harvester and was not made for this machine", in.Namespace, name)
+	}
+	if equalData(existing.Data, data) {
+		return nil
+	}
+	existing.Data = data
+	if err := s.C.Update(ctx, existing); err != nil {
+		return ClassifyError(err, fmt.Sprintf("updating cloud-init Secret %s/%s", in.Namespace, name))
+	}
+	return nil
+}
+
+func equalData(a, b map[string][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !bytes.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// AdoptCloudInit makes the VM the owner of the cloud-init Secret, so that Harvester's garbage
+// collector removes it with the VM even if the provider is gone by then.
+func (s *VMService) AdoptCloudInit(ctx context.Context, vm *kubevirtv1.VirtualMachine) error {
+	name := cloudInitSecretOf(vm)
+	if name == "" {
+		return nil
+	}
+	secret := &corev1.Secret{}
+	if err := s.C.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: name}, secret); err != nil {
+		return ClassifyError(client.IgnoreNotFound(err), "reading the VM's cloud-init Secret")
+	}
+	if slices.ContainsFunc(secret.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == vm.UID }) {
+		return nil
+	}
+	secret.OwnerReferences = append(secret.OwnerReferences, metav1.OwnerReference{
+		APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID,
+	})
+	return ClassifyError(s.C.Update(ctx, secret), "making the VM the owner of its cloud-init Secret")
+}
+
+// cloudInitSecretOf is the user-data Secret a VM's cloud-init disk reads. It is read from the VM
+// rather than derived from the VM's name, which may be a hash of the machine's (see VMName).
+func cloudInitSecretOf(vm *kubevirtv1.VirtualMachine) string {
+	if vm.Spec.Template == nil {
+		return ""
+	}
+	for _, v := range vm.Spec.Template.Spec.Volumes {
+		if v.Name == infrav1.CloudInitDiskName && v.CloudInitNoCloud != nil && v.CloudInitNoCloud.UserDataSecretRef != nil {
+			return v.CloudInitNoCloud.UserDataSecretRef.Name
+		}
+	}
+	return ""
+}
+
+// cleanup deletes what a machine left besides its VM: its cloud-init Secret and any volume
+// labelled as the machine's (Harvester deletes the listed ones with the VM; this catches
+// volumes of a VM that was deleted without the list). It reports whether all is gone.
+func (s *VMService) cleanup(ctx context.Context, m *infrav1.HarvesterMachine, namespace string) (bool, error) {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: CloudInitSecretName(m.Name)}}
+	existing := &corev1.Secret{}
+	if err := s.C.Get(ctx, client.ObjectKeyFromObject(secret), existing); err == nil {
+		if OwnedBy(existing.Labels, m) {
+			if err := s.C.Delete(ctx, existing); client.IgnoreNotFound(err) != nil {
+				return false, ClassifyError(err, fmt.Sprintf("deleting cloud-init Secret %s/%s", namespace, secret.Name))
+			}
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return false, ClassifyError(err, "reading the machine's cloud-init Secret")
+	}
+	pvcs := &corev1.PersistentVolumeClaimList{}
+	// From the cache: the machine's VM is gone, so no volume of it appears any more, and each
+	// deletion's event brings the machine back here.
+	if err := s.C.Cache.List(ctx, pvcs, client.InNamespace(namespace), client.MatchingLabels{
+		LabelManagedBy: ManagedByValue, LabelMachine: MachineLabelValue(m.Name), LabelMachineNamespace: m.Namespace,
+	}); err != nil {
+		return false, ClassifyError(err, "listing the machine's volumes")
+	}
+	for i := range pvcs.Items {
+		if pvcs.Items[i].DeletionTimestamp == nil {
+			if err := s.C.Delete(ctx, &pvcs.Items[i]); client.IgnoreNotFound(err) != nil {
+				return false, ClassifyError(err, fmt.Sprintf("deleting volume %s/%s", namespace, pvcs.Items[i].Name))
+			}
+		}
+	}
+	return len(pvcs.Items) == 0, nil
+}
