@@ -48,6 +48,8 @@ func guestClient(kubeconfig []byte, token string) client.Client {
 	auth.TokenFile = file
 	cfg, err := clientcmd.NewDefaultClientConfig(*api, nil).ClientConfig()
 	Expect(err).NotTo(HaveOccurred())
+	// A request that never ends fails the spec that made it, not the whole suite's timeout.
+	cfg.Timeout = time.Minute
 	scheme, err := harvestersim.Scheme()
 	Expect(err).NotTo(HaveOccurred())
 	c, err := client.New(cfg, client.Options{Scheme: scheme})

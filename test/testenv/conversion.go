@@ -29,15 +29,25 @@ import (
 func registerConversion(mgr ctrl.Manager) {
 	setAPIVersionGetter.Do(func() {
 		clusterv1beta1.SetAPIVersionGetter(func(gk schema.GroupKind) (string, error) {
-			c := runningConverters.newest()
-			if c == nil {
+			readers := runningConverters.running()
+			if len(readers) == 0 {
 				return "", fmt.Errorf("no management manager runs to look up %s", gk)
 			}
-			// Bounded: a cache that stops while a conversion waits for it must not hold the
-			// webhook server's shutdown.
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			return contractAPIVersion(ctx, c, gk)
+			// Newest first; a kind whose CRD only one of them has (another provider's, installed
+			// in one management cluster) is found in that one.
+			var err error
+			for _, c := range slices.Backward(readers) {
+				// Bounded: a cache that stops while a conversion waits for it must not hold the
+				// webhook server's shutdown.
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				var version string
+				version, err = contractAPIVersion(ctx, c, gk)
+				cancel()
+				if err == nil {
+					return version, nil
+				}
+			}
+			return "", err
 		})
 	})
 	runningConverters.register(mgr)
@@ -46,7 +56,7 @@ func registerConversion(mgr ctrl.Manager) {
 
 // CAPI's API version getter is one per process, but a test process runs several management
 // clusters (one after another, or two at once for clusterctl move): the getter reads the CRDs
-// through the cache of a manager that runs, the newest started. A getter bound to the last
+// through the caches of the managers that run, the newest started first. A getter bound to the last
 // manager made read a cache that was never started, or already stopped, and waited forever.
 var (
 	setAPIVersionGetter sync.Once
@@ -91,13 +101,15 @@ func (s *converterSet) remove(e *Environment) {
 	delete(s.converting, e.Manager)
 }
 
-func (s *converterSet) newest() client.Reader {
+// running returns the readers of the running managers, oldest first.
+func (s *converterSet) running() []client.Reader {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.readers) == 0 {
-		return nil
+	readers := make([]client.Reader, 0, len(s.readers))
+	for _, r := range s.readers {
+		readers = append(readers, r.reader)
 	}
-	return s.readers[len(s.readers)-1].reader
+	return readers
 }
 
 // contractAPIVersion is the apiVersion of gk that CAPI's controllers use: the newest version the
