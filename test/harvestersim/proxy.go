@@ -62,10 +62,14 @@ func startFaultProxy(cfg *rest.Config, faults *Faults) (*faultProxy, error) {
 		return nil, errors.New("the apiserver config has no CA")
 	}
 	p := &faultProxy{
-		faults:  faults,
-		target:  target,
-		hole:    newBlackHole(),
-		backend: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true},
+		faults: faults,
+		target: target,
+		hole:   newBlackHole(),
+		// HTTP/1.1 to the apiserver: a connection per request in flight. Over one multiplexed
+		// HTTP/2 connection every client of the proxy shared its fate, and a full e2e run twice
+		// saw a request's answer stall there for minutes after other clients' streams.
+		backend: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+			TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}, MaxIdleConnsPerHost: 64},
 	}
 	if p.tlsCert, p.caPEM, err = selfSignedCertificate(); err != nil {
 		return nil, err
