@@ -314,10 +314,13 @@ func TestSilentHarvesterHoldsUpOnlyItsOwnIdentity(t *testing.T) {
 	// Requests wait as long as the silent Harvester does: only the test ends its silence.
 	f := &harvester.ClientFactory{Scheme: scheme, QPS: 50, Burst: 100, RequestTimeout: time.Hour}
 	go func() { _ = f.Start(ctx) }()
+	workingIdentity := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "working"},
+		Data: map[string][]byte{infrav1.IdentitySecretKey: working}}
+	// The working identity's connection first: it also tells that the factory runs.
 	g.Eventually(func() error {
-		_, err := f.Get(ctx, "probe", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "probe"}}, "guests")
+		_, err := f.Get(ctx, "ns/working-cluster", workingIdentity, "guests")
 		return err
-	}).Should(MatchError(harvester.ErrInvalidKubeconfig), "the factory runs")
+	}, 60*time.Second).Should(Succeed())
 
 	silentDone := make(chan error, 1)
 	go func() {
@@ -327,9 +330,10 @@ func TestSilentHarvesterHoldsUpOnlyItsOwnIdentity(t *testing.T) {
 	}()
 	g.Eventually(asked, 30*time.Second).Should(Receive(), "the silent Harvester is asked while its connection is built")
 
+	// Another user of the working identity: a Get that takes the factory's lock, which the silent
+	// identity's build must not hold.
 	g.Eventually(func(g Gomega) {
-		c, err := f.Get(ctx, "ns/working-cluster", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "working"},
-			Data: map[string][]byte{infrav1.IdentitySecretKey: working}}, "guests")
+		c, err := f.Get(ctx, "ns/working-machine", workingIdentity, "guests")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(c.Cache.List(ctx, &corev1.NodeList{})).To(Succeed())
 	}, 60*time.Second).Should(Succeed())

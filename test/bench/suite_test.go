@@ -298,7 +298,19 @@ func runBaseline(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	}); err != nil {
 		return nil, fmt.Errorf("baseline: creating VMs: %w", err)
 	}
-	if err := waitFor(ctx, "the bare client to see every VMI running", func() bool { return seen.count() == s.machines }); err != nil {
+	// Both watches, the bare client's and the bench's: the same event reaches them in either
+	// order, and a latency needs both stamps.
+	if err := waitFor(ctx, "the bare client and the bench to see every VMI running", func() bool {
+		if seen.count() != s.machines {
+			return false
+		}
+		for _, n := range names {
+			if _, ok := running.get(n); !ok {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
 		return nil, err
 	}
 	res.create = meter.stop()
