@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -323,7 +324,7 @@ func (p *Provider) Start(ctx context.Context) error {
 		select {
 		case err := <-done:
 			done <- err
-			return false, fmt.Errorf("the manager exited: %v (log: %s)", err, p.LogFile)
+			return false, fmt.Errorf("the manager exited: %v (log: %s); its last lines:\n%s", err, p.LogFile, logTail(p.LogFile, 20))
 		default:
 		}
 		resp, err := http.Get(readyURL) //nolint:gosec,noctx // a loopback health check
@@ -480,4 +481,15 @@ func boolRank(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// logTail returns the last n lines of a log file, for an error that would otherwise point at a
+// temporary file gone by the time anyone reads it.
+func logTail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
