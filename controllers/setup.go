@@ -24,6 +24,24 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
 
+// The manager's defaults (main.go's flags). The bench runs the provider with them unless told
+// otherwise, so that its figures are those of the shipped manager.
+const (
+	DefaultClusterConcurrency = 10
+	DefaultMachineConcurrency = 10
+	// DefaultKubeAPIQPS and DefaultKubeAPIBurst limit the requests to the management cluster
+	// (--kube-api-qps, --kube-api-burst): CAPI's core manager's defaults (v1.13). Each kind has
+	// its own limiter in controller-runtime's client; at 20 the HarvesterMachines' patches alone
+	// held a 50-machine MachineDeployment back by seconds (docs/performance.md).
+	DefaultKubeAPIQPS   = 100
+	DefaultKubeAPIBurst = 200
+	// DefaultHarvesterQPS and DefaultHarvesterBurst limit the requests to each Harvester
+	// cluster (--harvester-api-qps, --harvester-api-burst).
+	DefaultHarvesterQPS   = 20
+	DefaultHarvesterBurst = 30
+	DefaultSyncPeriod     = 10 * time.Minute
+)
+
 // Options configure the provider's controllers.
 type Options struct {
 	// WatchFilterValue is CAPI's --watch-filter.
@@ -109,10 +127,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	skip := &o.SkipNameValidation
+	// The HarvesterCluster's Secrets (identity, cloud-config, addons) and the guests' kubeconfig
+	// Secrets are read again only when they changed.
+	secrets := newSecretClient(mgr.GetClient(), mgr.GetCache())
 	// The guests, through CAPI's ClusterCache (their <cluster>-kubeconfig Secrets), for what the
 	// provider records of them while they live: the volumes their CSI driver made on Harvester.
 	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
-		SecretClient:     mgr.GetClient(),
+		SecretClient:     secrets,
 		WatchFilterValue: o.WatchFilterValue,
 		Client:           clustercache.ClientOptions{UserAgent: "cluster-api-provider-harvester"},
 	}, controller.Options{MaxConcurrentReconciles: o.ClusterConcurrency, SkipNameValidation: skip})
@@ -139,7 +160,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up the guest volume controller: %w", err)
 	}
 	if err := (&HarvesterClusterReconciler{
-		Client:           mgr.GetClient(),
+		Client:           secrets,
 		Recorder:         mgr.GetEventRecorderFor("harvestercluster-controller"),
 		Factory:          factory,
 		WatchFilterValue: o.WatchFilterValue,
