@@ -58,11 +58,18 @@ type settings struct {
 	// machineConcurrency is the provider's MachineConcurrency (main.go's
 	// --harvestermachine-concurrency, default 10).
 	machineConcurrency int
-	services           int
+	// kubeQPS/kubeBurst and harvesterQPS/harvesterBurst are the provider's client limits
+	// (main.go's --kube-api-qps, --kube-api-burst, --harvester-api-qps, --harvester-api-burst).
+	kubeQPS, harvesterQPS     float32
+	kubeBurst, harvesterBurst int
+	services                  int
 }
 
 func readSettings() (settings, error) {
-	s := settings{machines: 20, steady: 30 * time.Second, syncPeriod: 10 * time.Minute, scaleOut: true, concurrency: 10, machineConcurrency: 10,
+	s := settings{machines: 20, steady: 30 * time.Second, syncPeriod: controllers.DefaultSyncPeriod, scaleOut: true, concurrency: 10,
+		machineConcurrency: controllers.DefaultMachineConcurrency,
+		kubeQPS:            controllers.DefaultKubeAPIQPS, kubeBurst: controllers.DefaultKubeAPIBurst,
+		harvesterQPS: controllers.DefaultHarvesterQPS, harvesterBurst: controllers.DefaultHarvesterBurst,
 		out: filepath.Join(testenv.RepoRoot(), "out", "bench")}
 	var err error
 	atoi := func(key string, dst *int) {
@@ -72,6 +79,17 @@ func readSettings() (settings, error) {
 	}
 	atoi("BENCH_MACHINES", &s.machines)
 	atoi("BENCH_MACHINE_CONCURRENCY", &s.machineConcurrency)
+	atoi("BENCH_KUBE_API_BURST", &s.kubeBurst)
+	atoi("BENCH_HARVESTER_API_BURST", &s.harvesterBurst)
+	atof := func(key string, dst *float32) {
+		if v := os.Getenv(key); v != "" && err == nil {
+			var f float64
+			f, err = strconv.ParseFloat(v, 32)
+			*dst = float32(f)
+		}
+	}
+	atof("BENCH_KUBE_API_QPS", &s.kubeQPS)
+	atof("BENCH_HARVESTER_API_QPS", &s.harvesterQPS)
 	s.clusters = max(1, s.machines/10)
 	atoi("BENCH_CLUSTERS", &s.clusters)
 	s.services = min(20, s.machines)
@@ -167,7 +185,8 @@ func runSuite(b testing.TB, s settings) *Report {
 		Setup: []string{
 			"The provider runs in-process (controllers.Setup on its own controller-runtime manager, as main.go wires it), next to CAPI's core controllers, the simulator's controllers and the bench's clients: CPU and peak RSS are the bench process's, not the manager's alone (kube-apiservers and etcds are separate processes and not counted).",
 			"No guest clusters: HarvesterMachines provision without a guest (CAPI Machines then never get a Node); the scale figures say nothing about guests.",
-			fmt.Sprintf("Manager: %d machine and %d cluster reconciles in parallel, Harvester QPS 100, burst 200, cache resync (--sync-period) %s.", s.machineConcurrency, 5, s.syncPeriod),
+			fmt.Sprintf("Manager: %d machine and %d cluster reconciles in parallel; client limits: management cluster QPS %g, burst %d, each Harvester QPS %g, burst %d; cache resync (--sync-period) %s.",
+				s.machineConcurrency, controllers.DefaultClusterConcurrency, s.kubeQPS, s.kubeBurst, s.harvesterQPS, s.harvesterBurst, s.syncPeriod),
 			"Baseline: the same number of VMs (harvestersim.SampleVM, no cloud-init Secret) created directly against the simulated Harvester through its fault proxy by a plain controller-runtime client and cache, no CAPI, no provider.",
 		},
 	}
@@ -548,6 +567,7 @@ func startManager(ctx context.Context, tb *bed.Bed, scope managerScope, log *rec
 		return nil, err
 	}
 	cfg := rest.CopyConfig(tb.Management.Config)
+	cfg.QPS, cfg.Burst = s.kubeQPS, s.kubeBurst
 	if requests != nil {
 		cfg.Wrap(requests.wrap)
 	}
@@ -563,8 +583,8 @@ func startManager(ctx context.Context, tb *bed.Bed, scope managerScope, log *rec
 		return nil, err
 	}
 	if err := controllers.Setup(ctx, mgr, controllers.Options{
-		WatchFilterValue: scope.filter, ClusterConcurrency: 5, MachineConcurrency: s.machineConcurrency,
-		HarvesterQPS: 100, HarvesterBurst: 200, SkipNameValidation: true,
+		WatchFilterValue: scope.filter, ClusterConcurrency: controllers.DefaultClusterConcurrency, MachineConcurrency: s.machineConcurrency,
+		HarvesterQPS: s.harvesterQPS, HarvesterBurst: s.harvesterBurst, SkipNameValidation: true,
 	}); err != nil {
 		return nil, err
 	}
