@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
@@ -20,7 +21,6 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/finalizers"
-	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,6 +38,10 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
+
+// staleReadRetry is how soon a reconcile whose status patch found a newer HarvesterMachine than
+// the one it read (the cache was a write behind) runs again.
+const staleReadRetry = 100 * time.Millisecond
 
 // fallbackRequeue re-checks a machine that waits on Harvester in case an event was missed; the
 // watches on VMs and VMIs are the main path.
@@ -219,12 +223,14 @@ func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, err
 	}
 
-	patchHelper, err := patch.NewHelper(hm, r.Client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	before := hm.DeepCopy()
 	defer func() {
-		if err := r.patch(ctx, hm, patchHelper); err != nil {
+		switch err := r.patch(ctx, before, hm); {
+		case apierrors.IsConflict(err) && reterr == nil:
+			// Read from a cache a write behind: done again from the next version.
+			ctrl.LoggerFrom(ctx).V(4).Info("the HarvesterMachine changed since it was read; reconciling again")
+			res = ctrl.Result{RequeueAfter: staleReadRetry}
+		case err != nil:
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()
@@ -482,7 +488,14 @@ func setVMCondition(hm *infrav1.HarvesterMachine, status metav1.ConditionStatus,
 	})
 }
 
-func (r *HarvesterMachineReconciler) patch(ctx context.Context, hm *infrav1.HarvesterMachine, h *patch.Helper) error {
+// patch writes what the reconcile changed of hm (read as before) in at most two requests: the
+// status, conditions included, in one patch locked to the resourceVersion it was read at (a
+// stale read gets a conflict, never overwrites newer conditions), then metadata and spec.
+// CAPI's patch.Helper writes conditions, the rest of the status and the spec apart, so that
+// controllers sharing an object's conditions merge them; the provider alone writes a
+// HarvesterMachine's status, and on a busy management cluster every request waits its turn
+// behind --kube-api-qps (docs/performance.md).
+func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infrav1.HarvesterMachine) error {
 	if err := conditions.SetSummaryCondition(hm, hm, clusterv1.ReadyCondition,
 		conditions.ForConditionTypes{infrav1.VirtualMachineReadyCondition, infrav1.IPAddressesReadyCondition},
 		// Machines made before IPAddressesReady existed lack it until their next reconcile.
@@ -490,7 +503,17 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, hm *infrav1.Harv
 	); err != nil {
 		return err
 	}
-	return ignoreGone(h.Patch(ctx, hm, patch.WithOwnedConditions{Conditions: []string{
-		clusterv1.PausedCondition, clusterv1.ReadyCondition, infrav1.VirtualMachineReadyCondition, infrav1.IPAddressesReadyCondition,
-	}}), hm)
+	if !equality.Semantic.DeepEqual(before.Status, hm.Status) {
+		base, changed := before.DeepCopy(), before.DeepCopy()
+		changed.Status = hm.Status
+		if err := r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ignoreGone(err, hm)
+		}
+	}
+	base, changed := before.DeepCopy(), hm.DeepCopy()
+	changed.Status = base.Status
+	if equality.Semantic.DeepEqual(base, changed) {
+		return nil
+	}
+	return ignoreGone(r.Client.Patch(ctx, changed, client.MergeFrom(base)), hm)
 }
