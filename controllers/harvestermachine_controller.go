@@ -20,8 +20,6 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/finalizers"
-	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -209,18 +207,9 @@ func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		ctrl.LoggerFrom(ctx).V(4).Info("waiting for the Machine controller to set the owner reference")
 		return ctrl.Result{}, nil
 	}
-	// The finalizer comes once the machine has an owner, that is, once it may make a VM.
-	if hm.DeletionTimestamp.IsZero() {
-		if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, r.Client, hm, infrav1.MachineFinalizer); err != nil || finalizerAdded {
-			return ctrl.Result{}, err
-		}
-	}
 	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, machine.ObjectMeta)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading the Cluster of HarvesterMachine %s: %w", req, err)
-	}
-	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, hm); err != nil || isPaused || requeue {
-		return ctrl.Result{}, err
 	}
 
 	before := hm.DeepCopy()
@@ -234,6 +223,14 @@ func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()
+	if setPausedCondition(hm, cluster, "HarvesterMachine") {
+		return ctrl.Result{}, nil
+	}
+	// The finalizer comes once the machine has an owner, that is, once it may make a VM; it is
+	// written (with the Paused condition, in the deferred patch) before anything is made.
+	if hm.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(hm, infrav1.MachineFinalizer) {
+		return ctrl.Result{}, nil
+	}
 
 	s := &machineScope{machine: machine, cluster: cluster, hm: hm}
 	if err := r.readHarvesterCluster(ctx, s); err != nil {

@@ -1,0 +1,116 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+func TestMachinePatchWritesStatusLockedThenSpec(t *testing.T) {
+	ctx := context.Background()
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hm := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"}}
+	var writes []string
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(hm).WithStatusSubresource(hm).Build(), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			writes = append(writes, "spec")
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			writes = append(writes, sub)
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	r := &HarvesterMachineReconciler{Client: c}
+	read := func() *infrav1.HarvesterMachine {
+		t.Helper()
+		got := &infrav1.HarvesterMachine{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(hm), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	// Conditions, the rest of the status and the spec, all changed: two writes, status first.
+	stale := read()
+	changed := stale.DeepCopy()
+	controllerutil.AddFinalizer(changed, infrav1.MachineFinalizer)
+	changed.Spec.ProviderID = "harvester://uid"
+	changed.Status.Initialization.Provisioned = ptr.To(true)
+	setVMCondition(changed, metav1.ConditionTrue, infrav1.ReadyReason, "")
+	if err := r.patch(ctx, stale, changed); err != nil {
+		t.Fatal(err)
+	}
+	if len(writes) != 2 || writes[0] != "status" || writes[1] != "spec" {
+		t.Fatalf("writes %v, want [status spec]", writes)
+	}
+	got := read()
+	if got.Spec.ProviderID != "harvester://uid" || !ptr.Deref(got.Status.Initialization.Provisioned, false) ||
+		!conditions.IsTrue(got, infrav1.VirtualMachineReadyCondition) || !conditions.IsTrue(got, clusterv1.ReadyCondition) ||
+		!controllerutil.ContainsFinalizer(got, infrav1.MachineFinalizer) {
+		t.Fatalf("not all written: %+v", got)
+	}
+
+	// Nothing changed: nothing written.
+	writes = nil
+	same := read()
+	if err := r.patch(ctx, same.DeepCopy(), same); err != nil || len(writes) != 0 {
+		t.Fatalf("unchanged machine: writes %v, err %v; want none", writes, err)
+	}
+
+	// From a stale read (the version before the writes above): a conflict, nothing overwritten.
+	writes = nil
+	fromStale := stale.DeepCopy()
+	setVMCondition(fromStale, metav1.ConditionFalse, infrav1.VMCreatingReason, "")
+	if err := r.patch(ctx, stale, fromStale); !apierrors.IsConflict(err) {
+		t.Fatalf("patch from a stale read: %v, want a conflict", err)
+	}
+	if !conditions.IsTrue(read(), infrav1.VirtualMachineReadyCondition) {
+		t.Fatal("a stale read overwrote the condition")
+	}
+}
+
+func TestSetPausedCondition(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		clusterPaused bool
+		annotated     bool
+		want          bool
+		message       string
+	}{
+		{name: "running"},
+		{name: "cluster paused", clusterPaused: true, want: true, message: "Cluster spec.paused is set to true"},
+		{name: "annotated", annotated: true, want: true, message: "HarvesterMachine has the cluster.x-k8s.io/paused annotation"},
+		{name: "both", clusterPaused: true, annotated: true, want: true,
+			message: "Cluster spec.paused is set to true, HarvesterMachine has the cluster.x-k8s.io/paused annotation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hm := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+			if tc.annotated {
+				hm.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
+			}
+			cluster := &clusterv1.Cluster{Spec: clusterv1.ClusterSpec{Paused: ptr.To(tc.clusterPaused)}}
+			if got := setPausedCondition(hm, cluster, "HarvesterMachine"); got != tc.want {
+				t.Fatalf("paused %v, want %v", got, tc.want)
+			}
+			c := conditions.Get(hm, clusterv1.PausedCondition)
+			if c == nil || (c.Status == metav1.ConditionTrue) != tc.want || c.Message != tc.message || c.ObservedGeneration != 3 {
+				t.Fatalf("condition %+v, want paused %v with message %q at generation 3", c, tc.want, tc.message)
+			}
+		})
+	}
+}
