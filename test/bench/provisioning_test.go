@@ -4,12 +4,15 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -147,4 +150,54 @@ func machineDeployment(ns, name string, replicas int32, labels map[string]string
 			},
 		},
 	}
+}
+
+// probeStatusWrites patches the status of an idle HarvesterMachine (it has no owner, so the
+// provider leaves it alone) every interval until stop, and times each round trip: the management
+// apiserver's write latency under the same load, the baseline of the provider's status patches.
+// stop deletes the machine and returns the round trips.
+func probeStatusWrites(ctx context.Context, c client.Client, interval time.Duration) (stop func() ([]time.Duration, error), err error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench-probe"}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	hm := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "idle"}, Spec: infrav1.HarvesterMachineSpec{
+		CPU: 2, Memory: resource.MustParse("4Gi"),
+		Disks:    []infrav1.Disk{{Image: "default/ubuntu-24.04", Size: resource.MustParse("40Gi")}},
+		Networks: []infrav1.Network{{NetworkName: "default/vlan10"}},
+	}}
+	if err := c.Create(ctx, hm); err != nil {
+		return nil, err
+	}
+	probeCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var rounds []time.Duration
+	var failed error
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-probeCtx.Done():
+				return
+			case <-tick.C:
+			}
+			base := hm.DeepCopy()
+			hm.Status.FailureDomain = strconv.Itoa(i)
+			start := time.Now()
+			if err := c.Status().Patch(probeCtx, hm, client.MergeFrom(base)); err != nil {
+				if probeCtx.Err() == nil {
+					failed = fmt.Errorf("probe status patch: %w", err)
+				}
+				return
+			}
+			rounds = append(rounds, time.Since(start))
+		}
+	}()
+	return func() ([]time.Duration, error) {
+		cancel()
+		<-done
+		return rounds, errors.Join(failed, client.IgnoreNotFound(c.Delete(ctx, hm)))
+	}, nil
 }

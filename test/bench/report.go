@@ -26,8 +26,12 @@ type Report struct {
 	P1 Latency `json:"p1"`
 	// P1Queue is where the HarvesterMachine controller's time went over the creation phase.
 	P1Queue QueueTimes `json:"p1Queue"`
-	P2      Scale      `json:"p2"`
-	P3      APICost    `json:"p3"`
+	// P1StatusWrites are the management apiserver's round trips of the provider's
+	// HarvesterMachine status patches over the creation, beside a bare patch's: how much of P1
+	// is the apiserver's write.
+	P1StatusWrites *Latency `json:"p1StatusWrites,omitempty"`
+	P2             Scale    `json:"p2"`
+	P3             APICost  `json:"p3"`
 	// P4 is empty when the run did not measure it (see Notes).
 	P4       *Latency   `json:"p4,omitempty"`
 	ScaleOut []ScaleOut `json:"scaleOut,omitempty"`
@@ -288,6 +292,9 @@ func (r *Report) Markdown() string {
 	q := r.P1Queue
 	fmt.Fprintf(&b, "| P1 HarvesterMachine work queue over the creation: wait mean / p50 / p99 | %.0f / %.0f / %.0f ms | | |\n", q.WaitMeanMs, q.WaitP50Ms, q.WaitP99Ms)
 	fmt.Fprintf(&b, "| P1 HarvesterMachine reconciles over the creation: count, mean / p50 / p99 | %d, %.0f / %.0f / %.0f ms | | |\n", q.Reconciles, q.RunMeanMs, q.RunP50Ms, q.RunP99Ms)
+	if w := r.P1StatusWrites; w != nil {
+		lat("P1 management apiserver status patch", w)
+	}
 	phase := func(name string, p, q Phase) {
 		fmt.Fprintf(&b, "| P2 %s: wall | %.1f s | %.1f s | %s |\n", name, p.Seconds, q.Seconds, ratio(p.Seconds, q.Seconds))
 		fmt.Fprintf(&b, "| P2 %s: CPU of the bench process | %.1f s | %.1f s | %s |\n", name, p.CPUSeconds, q.CPUSeconds, ratio(p.CPUSeconds, q.CPUSeconds))

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"net/http"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
@@ -10,21 +12,47 @@ import (
 // requestCounter counts the requests a client sends, by "verb resource" named as the provider's
 // Harvester request metrics name them; the bench puts one on the provider's management-cluster
 // connection, which has no metrics of its own.
+// It also times the round trip of each request of the kinds in timed (after client-go's
+// client-side rate limiter, which runs before the round-tripper).
 type requestCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
+	timed  map[string][]time.Duration
 }
 
-func newRequestCounter() *requestCounter { return &requestCounter{counts: map[string]int{}} }
+func newRequestCounter(timed ...string) *requestCounter {
+	c := &requestCounter{counts: map[string]int{}, timed: map[string][]time.Duration{}}
+	for _, k := range timed {
+		c.timed[k] = nil
+	}
+	return c
+}
 
 func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		verb, resource := harvester.RequestVerbResource(req.Method, req.URL.Path, req.URL.Query().Get("watch"))
+		key := verb + " " + resource
 		c.mu.Lock()
-		c.counts[verb+" "+resource]++
+		c.counts[key]++
+		_, timed := c.timed[key]
 		c.mu.Unlock()
-		return rt.RoundTrip(req)
+		if !timed {
+			return rt.RoundTrip(req)
+		}
+		start := time.Now()
+		resp, err := rt.RoundTrip(req)
+		c.mu.Lock()
+		c.timed[key] = append(c.timed[key], time.Since(start))
+		c.mu.Unlock()
+		return resp, err
 	})
+}
+
+// durations are the round trips of key's requests timed so far.
+func (c *requestCounter) durations(key string) []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.timed[key])
 }
 
 func (c *requestCounter) snapshot() map[string]int {

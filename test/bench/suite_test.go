@@ -65,12 +65,20 @@ type settings struct {
 	services                  int
 }
 
-func readSettings() (settings, error) {
-	s := settings{machines: 20, steady: 30 * time.Second, syncPeriod: controllers.DefaultSyncPeriod, scaleOut: true, concurrency: 10,
+// defaultSettings run the provider as the shipped manager runs by default.
+func defaultSettings() settings {
+	return settings{
+		machines: 20, steady: 30 * time.Second, scaleOut: true, concurrency: 10,
+		syncPeriod:         controllers.DefaultSyncPeriod,
 		machineConcurrency: controllers.DefaultMachineConcurrency,
 		kubeQPS:            controllers.DefaultKubeAPIQPS, kubeBurst: controllers.DefaultKubeAPIBurst,
 		harvesterQPS: controllers.DefaultHarvesterQPS, harvesterBurst: controllers.DefaultHarvesterBurst,
-		out: filepath.Join(testenv.RepoRoot(), "out", "bench")}
+		out: filepath.Join(testenv.RepoRoot(), "out", "bench"),
+	}
+}
+
+func readSettings() (settings, error) {
+	s := defaultSettings()
 	var err error
 	atoi := func(key string, dst *int) {
 		if v := os.Getenv(key); v != "" && err == nil {
@@ -143,10 +151,14 @@ func TestSuiteRunsSmall(t *testing.T) {
 	// runs while in-process managers left ClusterCache watches open on it. Setup now stops the
 	// ClusterCache with its manager and the next run passed; add P4 back once more runs confirm
 	// it, so that `make test` does not turn flaky. `make bench` runs P4.
-	s := settings{machines: 3, clusters: 2, steady: time.Second, syncPeriod: 10 * time.Minute, scaleOut: true, concurrency: 10, machineConcurrency: 10, out: t.TempDir()}
+	s := defaultSettings()
+	s.machines, s.clusters, s.steady, s.services, s.out = 3, 2, time.Second, 0, t.TempDir()
 	r := runSuite(t, s)
 	if r.P1.Provider.N != s.machines || r.P1.Baseline.N != s.machines {
 		t.Errorf("P1 measured %d machines and %d baseline VMs, want %d", r.P1.Provider.N, r.P1.Baseline.N, s.machines)
+	}
+	if w := r.P1StatusWrites; w == nil || w.Provider.N == 0 || w.Baseline.N == 0 {
+		t.Errorf("P1 timed no status patches: %+v", w)
 	}
 	if r.P2.Create.Seconds <= 0 || r.P2.Delete.Seconds <= 0 || r.P2.BaselineCreate.Seconds <= 0 {
 		t.Errorf("P2 has empty phases: %+v", r.P2)
@@ -229,6 +241,7 @@ func runSuite(b testing.TB, s settings) *Report {
 	r.P2 = Scale{Create: provider.create, Delete: provider.delete, BaselineCreate: baseline.create, BaselineDelete: baseline.delete}
 	r.P3 = provider.cost
 	r.P1Queue = provider.queue
+	r.P1StatusWrites = &provider.statusWrites
 	r.P3.BaselinePerMachine = perMachine(baseline.requests, s.machines, verbOf)
 	r.Notes = append(r.Notes,
 		"P3 lifecycle = the creation phase plus the deletion phase; it includes each cluster's own requests (load balancer, guest credentials), spread over its machines.",
@@ -367,13 +380,17 @@ type providerResult struct {
 	create, delete Phase
 	cost           APICost
 	queue          QueueTimes
+	statusWrites   Latency
 }
+
+// machineStatusPatch is the provider's request that marks a machine provisioned.
+const machineStatusPatch = "patch infrastructure.cluster.x-k8s.io/harvestermachines/status"
 
 // runProvider runs one unfiltered manager: creates every cluster and its MachineDeployment at
 // once, waits until every HarvesterMachine is provisioned, watches the steady state, deletes the
 // Clusters and waits until Harvester is clean.
 func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, running, provisioned *stamps) (*providerResult, error) {
-	mgmt := newRequestCounter()
+	mgmt := newRequestCounter(machineStatusPatch)
 	events, err := tallyEvents(ctx, tb)
 	if err != nil {
 		return nil, err
@@ -388,6 +405,11 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 
 	server0, client0, mgmt0 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
 	queue0 := machineQueueTimes()
+	writes0 := len(mgmt.durations(machineStatusPatch))
+	stopProbe, err := probeStatusWrites(ctx, tb.Management.Client, 100*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
 	meter := startMeter()
 	start := time.Now()
 	if err := createClusters(ctx, tb, kubeconfig, "bench", clusters, func(int) map[string]string { return nil }, s.concurrency); err != nil {
@@ -398,6 +420,14 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		return nil, err
 	}
 	res.create = meter.stop()
+	probed, err := stopProbe()
+	if err != nil {
+		return nil, err
+	}
+	res.statusWrites = Latency{
+		What:     "the provider's HarvesterMachine status patches over the creation, round trip to the management apiserver after client-side rate limiting (baseline: a bare status patch of an idle HarvesterMachine every 100 ms over the same phase)",
+		Provider: percentiles(mgmt.durations(machineStatusPatch)[writes0:]), Baseline: ptr.To(percentiles(probed)),
+	}
 	res.queue = machineQueueTimes().since(queue0)
 	var at []time.Time
 	for _, n := range names {
