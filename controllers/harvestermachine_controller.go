@@ -55,6 +55,9 @@ type HarvesterMachineReconciler struct {
 	// machine's connection is reused without reading its identity Secret live (see connect);
 	// nil reads it every time.
 	SecretMetadata client.Reader
+	// APIReader reads HarvesterMachines live when a status patch meets a conflict (see patch);
+	// nil requeues instead.
+	APIReader client.Reader
 	// WatchFilterValue limits reconciles to objects labelled
 	// `cluster.x-k8s.io/watch-filter=<value>` (CAPI's --watch-filter).
 	WatchFilterValue string
@@ -487,7 +490,8 @@ func setVMCondition(hm *infrav1.HarvesterMachine, status metav1.ConditionStatus,
 
 // patch writes what the reconcile changed of hm (read as before) in at most two requests: the
 // status, conditions included, in one patch locked to the resourceVersion it was read at (a
-// stale read gets a conflict, never overwrites newer conditions), then metadata and spec.
+// stale read gets a conflict, never overwrites newer conditions; when only the metadata or spec
+// moved on, it is written over the newest version), then metadata and spec.
 // CAPI's patch.Helper writes conditions, the rest of the status and the spec apart, so that
 // controllers sharing an object's conditions merge them; the provider alone writes a
 // HarvesterMachine's status, and on a busy management cluster every request waits its turn
@@ -503,7 +507,21 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 	if !equality.Semantic.DeepEqual(before.Status, hm.Status) {
 		base, changed := before.DeepCopy(), before.DeepCopy()
 		changed.Status = hm.Status
-		if err := r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		err := r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) && r.APIReader != nil {
+			// Most conflicts are writes to the metadata (CAPI's Machine controller's, or this
+			// reconciler's own spec patch whose event came after the read): the status this
+			// reconcile started from is still the one on the server, and it is written over
+			// the newest version at once rather than after a requeue.
+			latest := &infrav1.HarvesterMachine{}
+			if getErr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(hm), latest); getErr == nil &&
+				equality.Semantic.DeepEqual(latest.Status, before.Status) {
+				base, changed = latest.DeepCopy(), latest.DeepCopy()
+				changed.Status = hm.Status
+				err = r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+			}
+		}
+		if err != nil {
 			return ignoreGone(err, hm)
 		}
 	}

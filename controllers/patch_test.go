@@ -72,15 +72,40 @@ func TestMachinePatchWritesStatusLockedThenSpec(t *testing.T) {
 		t.Fatalf("unchanged machine: writes %v, err %v; want none", writes, err)
 	}
 
-	// From a stale read (the version before the writes above): a conflict, nothing overwritten.
-	writes = nil
-	fromStale := stale.DeepCopy()
-	setVMCondition(fromStale, metav1.ConditionFalse, infrav1.VMCreatingReason, "")
-	if err := r.patch(ctx, stale, fromStale); !apierrors.IsConflict(err) {
-		t.Fatalf("patch from a stale read: %v, want a conflict", err)
+	// From a stale read (the version before the writes above): a conflict, nothing overwritten,
+	// also when the machine is read again live.
+	for _, live := range []client.Reader{nil, c} {
+		r.APIReader = live
+		fromStale := stale.DeepCopy()
+		setVMCondition(fromStale, metav1.ConditionFalse, infrav1.VMCreatingReason, "")
+		if err := r.patch(ctx, stale, fromStale); !apierrors.IsConflict(err) {
+			t.Fatalf("patch from a stale read (live reader %v): %v, want a conflict", live != nil, err)
+		}
+		if !conditions.IsTrue(read(), infrav1.VirtualMachineReadyCondition) {
+			t.Fatal("a stale read overwrote the condition")
+		}
 	}
-	if !conditions.IsTrue(read(), infrav1.VirtualMachineReadyCondition) {
-		t.Fatal("a stale read overwrote the condition")
+
+	// Only the metadata moved on since the read (CAPI's Machine controller labels the machine):
+	// with a live reader the status is written over the newest version.
+	read1 := read()
+	labelled := read1.DeepCopy()
+	labelled.Labels = map[string]string{"cluster.x-k8s.io/cluster-name": "c"}
+	if err := c.Update(ctx, labelled); err != nil {
+		t.Fatal(err)
+	}
+	fromRead1 := read1.DeepCopy()
+	fromRead1.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: "10.0.0.5"}}
+	r.APIReader = nil
+	if err := r.patch(ctx, read1, fromRead1.DeepCopy()); !apierrors.IsConflict(err) {
+		t.Fatalf("metadata moved on, no live reader: %v, want a conflict", err)
+	}
+	r.APIReader = c
+	if err := r.patch(ctx, read1, fromRead1); err != nil {
+		t.Fatalf("metadata moved on, live reader: %v", err)
+	}
+	if got := read(); len(got.Status.Addresses) != 1 || got.Labels["cluster.x-k8s.io/cluster-name"] != "c" {
+		t.Fatalf("status or label lost: %+v", got)
 	}
 }
 

@@ -175,6 +175,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&HarvesterMachineReconciler{
 		Client:           mgr.GetClient(),
 		SecretMetadata:   mgr.GetCache(),
+		APIReader:        mgr.GetAPIReader(),
 		Recorder:         mgr.GetEventRecorderFor("harvestermachine-controller"),
 		Factory:          factory,
 		WatchFilterValue: o.WatchFilterValue,

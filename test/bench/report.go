@@ -105,6 +105,9 @@ type APICost struct {
 	ManagementPerMachine      map[string]float64 `json:"managementPerMachine"`
 	ManagementByResource      map[string]int     `json:"managementByResource"`
 	ManagementSteadyPerMinute map[string]float64 `json:"managementSteadyPerMinute"`
+	// ManagementConflicts are the provider's management requests answered 409 Conflict over the
+	// whole run, by "verb resource" (a write from a stale read, retried).
+	ManagementConflicts map[string]int `json:"managementConflicts"`
 	// ManagementSteadyByResource is the steady window's management requests by "verb resource".
 	ManagementSteadyByResource map[string]int `json:"managementSteadyByResource"`
 	// SteadyEvents are the watch events in the steady window, by "<cluster> <Kind> <event>
@@ -334,6 +337,7 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "\nManagement cluster, per machine lifecycle by verb: %v; at steady state, per minute: %v.\n", c.ManagementPerMachine, c.ManagementSteadyPerMinute)
 	fmt.Fprintf(&b, "\nSteady state, requests per minute by verb (server side): %v; client side: %v; requests in the window by verb and resource (server side): %v.\n",
 		c.SteadyPerMinute, c.SteadyClientPerMinute, c.SteadyByResource)
+	fmt.Fprintf(&b, "\nManagement requests answered 409 Conflict (the whole run): %v.\n", c.ManagementConflicts)
 	fmt.Fprintf(&b, "\nSteady state, management requests by verb and resource: %v.\n", c.ManagementSteadyByResource)
 	if !c.SettleQuiet {
 		fmt.Fprintf(&b, "\n**The watched objects never stopped changing** (%.0f s after the last machine was provisioned): the steady window started anyway.\n", c.SettleSeconds)

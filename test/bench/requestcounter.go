@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -18,10 +19,12 @@ type requestCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
 	timed  map[string][]time.Duration
+	// conflicts are the requests answered 409 Conflict, by "verb resource".
+	conflicts map[string]int
 }
 
 func newRequestCounter(timed ...string) *requestCounter {
-	c := &requestCounter{counts: map[string]int{}, timed: map[string][]time.Duration{}}
+	c := &requestCounter{counts: map[string]int{}, timed: map[string][]time.Duration{}, conflicts: map[string]int{}}
 	for _, k := range timed {
 		c.timed[k] = nil
 	}
@@ -36,16 +39,26 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		c.counts[key]++
 		_, timed := c.timed[key]
 		c.mu.Unlock()
-		if !timed {
-			return rt.RoundTrip(req)
-		}
 		start := time.Now()
 		resp, err := rt.RoundTrip(req)
+		took := time.Since(start)
 		c.mu.Lock()
-		c.timed[key] = append(c.timed[key], time.Since(start))
-		c.mu.Unlock()
+		defer c.mu.Unlock()
+		if timed {
+			c.timed[key] = append(c.timed[key], took)
+		}
+		if resp != nil && resp.StatusCode == http.StatusConflict {
+			c.conflicts[key]++
+		}
 		return resp, err
 	})
+}
+
+// conflictCounts are the 409 answers so far, by "verb resource".
+func (c *requestCounter) conflictCounts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.conflicts)
 }
 
 // durations are the round trips of key's requests timed so far.

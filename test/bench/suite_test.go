@@ -505,6 +505,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	mgmtLifecycle := add(diff(mgmt1, mgmt0), diff(mgmt3, mgmt2))
 	res.cost.ManagementPerMachine = perMachine(mgmtLifecycle, s.machines, verbOf)
 	res.cost.ManagementByResource = mgmtLifecycle
+	res.cost.ManagementConflicts = mgmt.conflictCounts()
 	return res, nil
 }
 
