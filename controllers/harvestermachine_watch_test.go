@@ -5,9 +5,15 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
 // Only the VM and VMI updates that change what a machine's reconcile reads wake it.
@@ -60,5 +66,71 @@ func TestObservedChangePassesWhatTheReconcileReads(t *testing.T) {
 		changed := vmi.DeepCopy()
 		change(changed)
 		g.Expect(passes(vmi, changed)).To(BeTrue(), "VMI %s", name)
+	}
+}
+
+// A HarvesterMachine's own status updates do not wake it; a Machine's or HarvesterCluster's wake the machines only when they change what
+// the machines' reconciles read.
+func TestMachineAndClusterUpdatesWakeMachinesOnlyForWhatTheyRead(t *testing.T) {
+	g := NewWithT(t)
+	update := func(p predicate.Funcs, old, changed client.Object) bool {
+		return p.Update(event.TypedUpdateEvent[client.Object]{ObjectOld: old, ObjectNew: changed})
+	}
+
+	machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", Generation: 1, ResourceVersion: "1"}}
+	status := machine.DeepCopy()
+	status.ResourceVersion = "2"
+	status.Status.Phase = "Provisioning"
+	conditions.Set(status, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "x"})
+	g.Expect(update(machineChangedForInfrastructure, machine, status)).To(BeFalse(), "Machine status")
+	for name, change := range map[string]func(*clusterv1.Machine){
+		"bootstrap data (spec)": func(m *clusterv1.Machine) { m.Generation = 2 },
+		"labels":                func(m *clusterv1.Machine) { m.Labels = map[string]string{clusterv1.MachineControlPlaneLabel: ""} },
+		"deletion":              func(m *clusterv1.Machine) { m.DeletionTimestamp = &metav1.Time{} },
+	} {
+		changed := machine.DeepCopy()
+		change(changed)
+		g.Expect(update(machineChangedForInfrastructure, machine, changed)).To(BeTrue(), "Machine %s", name)
+	}
+
+	hm := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Name: "m", Generation: 1, ResourceVersion: "1"}}
+	ownStatus := hm.DeepCopy()
+	ownStatus.ResourceVersion = "2"
+	ownStatus.Status.Initialization.Provisioned = ptr.To(true)
+	g.Expect(update(ownStatusIgnored, hm, ownStatus)).To(BeFalse(), "HarvesterMachine status")
+	for name, change := range map[string]func(*infrav1.HarvesterMachine){
+		"finalizer": func(m *infrav1.HarvesterMachine) { m.Finalizers = []string{infrav1.MachineFinalizer} },
+		"owner":     func(m *infrav1.HarvesterMachine) { m.OwnerReferences = []metav1.OwnerReference{{Name: "m"}} },
+		"paused":    func(m *infrav1.HarvesterMachine) { m.Annotations = map[string]string{clusterv1.PausedAnnotation: ""} },
+		"deletion":  func(m *infrav1.HarvesterMachine) { m.DeletionTimestamp = &metav1.Time{} },
+	} {
+		changed := hm.DeepCopy()
+		change(changed)
+		g.Expect(update(ownStatusIgnored, hm, changed)).To(BeTrue(), "HarvesterMachine %s", name)
+	}
+
+	hc := &infrav1.HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1, ResourceVersion: "1"}}
+	conditions.Set(hc, metav1.Condition{Type: infrav1.HarvesterAvailableCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason})
+	credentials := hc.DeepCopy()
+	credentials.ResourceVersion = "2"
+	conditions.Set(credentials, metav1.Condition{Type: infrav1.GuestCredentialsReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason})
+	credentials.Status.HarvesterVersion = "v1.6.0"
+	g.Expect(update(clusterChangedForMachines, hc, credentials)).To(BeFalse(), "HarvesterCluster conditions other than HarvesterAvailable")
+	for name, change := range map[string]func(*infrav1.HarvesterCluster){
+		"spec": func(c *infrav1.HarvesterCluster) { c.Generation = 2 },
+		"skip cleanup": func(c *infrav1.HarvesterCluster) {
+			c.Annotations = map[string]string{infrav1.SkipHarvesterCleanupAnnotation: "true"}
+		},
+		"failure domain": func(c *infrav1.HarvesterCluster) {
+			c.Status.FailureDomains = []clusterv1.FailureDomain{{Name: "zone-a"}}
+		},
+		"provisioned": func(c *infrav1.HarvesterCluster) { c.Status.Initialization.Provisioned = ptr.To(true) },
+		"Harvester lost": func(c *infrav1.HarvesterCluster) {
+			conditions.Set(c, metav1.Condition{Type: infrav1.HarvesterAvailableCondition, Status: metav1.ConditionFalse, Reason: infrav1.HarvesterUnreachableReason})
+		},
+	} {
+		changed := hc.DeepCopy()
+		change(changed)
+		g.Expect(update(clusterChangedForMachines, hc, changed)).To(BeTrue(), "HarvesterCluster %s", name)
 	}
 }
