@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -138,10 +139,20 @@ var observedChange = predicate.Funcs{UpdateFunc: func(e event.TypedUpdateEvent[c
 // ownStatusIgnored drops the HarvesterMachine updates that change only its status: the provider
 // alone writes it, each reconcile writes what it found, and being woken by its own write found
 // nothing new (about six times per machine while it provisions). A reconcile that must run again
-// says so (RequeueAfter); metadata and spec changes (finalizers, owners, labels, deletion) pass.
+// says so (RequeueAfter); metadata and spec changes (finalizers, owners, labels, deletion) pass,
+// and so does a status that lost what the provider recorded in it (the provider never removes
+// a VM's UID, the provisioned flag or a condition: someone else wrote it, say a restore of an
+// old copy), which is recorded again.
 var ownStatusIgnored = predicate.Funcs{UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
-	return metadataOrGenerationChanged(e.ObjectOld, e.ObjectNew) ||
-		!slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
+	if metadataOrGenerationChanged(e.ObjectOld, e.ObjectNew) || !slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers()) {
+		return true
+	}
+	o, ok1 := e.ObjectOld.(*infrav1.HarvesterMachine)
+	n, ok2 := e.ObjectNew.(*infrav1.HarvesterMachine)
+	return !ok1 || !ok2 ||
+		(o.Status.VirtualMachine.UID != "" && n.Status.VirtualMachine.UID == "") ||
+		(ptr.Deref(o.Status.Initialization.Provisioned, false) && !ptr.Deref(n.Status.Initialization.Provisioned, false)) ||
+		len(n.Status.Conditions) < len(o.Status.Conditions)
 }}
 
 // machineChangedForInfrastructure passes the Machine updates that change what its
@@ -541,10 +552,13 @@ func setVMCondition(hm *infrav1.HarvesterMachine, status metav1.ConditionStatus,
 	})
 }
 
-// patch writes what the reconcile changed of hm (read as before) in at most two requests: the
-// status, conditions included, in one patch locked to the resourceVersion it was read at (a
-// stale read gets a conflict, never overwrites newer conditions; when only the metadata or spec
-// moved on, it is written over the newest version), then metadata and spec.
+// patch writes what the reconcile changed of hm (read as before) in at most two requests:
+// metadata and spec first (a finalizer is on the server before anything is made, a providerID
+// before the status says provisioned, also when the manager dies between the two writes), then
+// the status, conditions included, in one patch locked to a version whose status is the one
+// the reconcile read: a stale read gets a conflict and never overwrites newer conditions; when
+// only the metadata or spec moved on (CAPI's Machine controller's writes, or this patch's own
+// first request), the status is written over the newest version at once.
 // CAPI's patch.Helper writes conditions, the rest of the status and the spec apart, so that
 // controllers sharing an object's conditions merge them; the provider alone writes a
 // HarvesterMachine's status, and on a busy management cluster every request waits its turn
@@ -557,31 +571,39 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 	); err != nil {
 		return err
 	}
-	if !equality.Semantic.DeepEqual(before.Status, hm.Status) {
-		base, changed := before.DeepCopy(), before.DeepCopy()
-		changed.Status = hm.Status
-		err := r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-		if apierrors.IsConflict(err) && r.APIReader != nil {
-			// Most conflicts are writes to the metadata (CAPI's Machine controller's, or this
-			// reconciler's own spec patch whose event came after the read): the status this
-			// reconcile started from is still the one on the server, and it is written over
-			// the newest version at once rather than after a requeue.
-			latest := &infrav1.HarvesterMachine{}
-			if getErr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(hm), latest); getErr == nil &&
-				equality.Semantic.DeepEqual(latest.Status, before.Status) {
-				base, changed = latest.DeepCopy(), latest.DeepCopy()
-				changed.Status = hm.Status
-				err = r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-			}
-		}
-		if err != nil {
+	// base is the version the status patch is locked to.
+	base := before.DeepCopy()
+	spec := hm.DeepCopy()
+	spec.Status = before.Status
+	if !equality.Semantic.DeepEqual(before, spec) {
+		if err := r.Client.Patch(ctx, spec, client.MergeFrom(before.DeepCopy())); err != nil {
 			return ignoreGone(err, hm)
 		}
+		base = spec // the server's version after the patch
 	}
-	base, changed := before.DeepCopy(), hm.DeepCopy()
-	changed.Status = base.Status
-	if equality.Semantic.DeepEqual(base, changed) {
+	if equality.Semantic.DeepEqual(before.Status, hm.Status) {
 		return nil
 	}
-	return ignoreGone(r.Client.Patch(ctx, changed, client.MergeFrom(base)), hm)
+	err := errStatusMovedOn
+	if equality.Semantic.DeepEqual(base.Status, before.Status) {
+		changed := base.DeepCopy()
+		changed.Status = hm.Status
+		err = r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	}
+	if (apierrors.IsConflict(err) || errors.Is(err, errStatusMovedOn)) && r.APIReader != nil {
+		latest := &infrav1.HarvesterMachine{}
+		if getErr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(hm), latest); getErr == nil &&
+			equality.Semantic.DeepEqual(latest.Status, before.Status) {
+			changed := latest.DeepCopy()
+			changed.Status = hm.Status
+			err = r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(latest, client.MergeFromWithOptimisticLock{}))
+		}
+	}
+	if errors.Is(err, errStatusMovedOn) {
+		return apierrors.NewConflict(infrav1.GroupVersion.WithResource("harvestermachines").GroupResource(), hm.Name, err)
+	}
+	return ignoreGone(err, hm)
 }
+
+// errStatusMovedOn: the status on the server is no longer the one the reconcile read.
+var errStatusMovedOn = errors.New("the HarvesterMachine's status changed since it was read")

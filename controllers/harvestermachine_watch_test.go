@@ -98,6 +98,10 @@ func TestMachineAndClusterUpdatesWakeMachinesOnlyForWhatTheyRead(t *testing.T) {
 	ownStatus.ResourceVersion = "2"
 	ownStatus.Status.Initialization.Provisioned = ptr.To(true)
 	g.Expect(update(ownStatusIgnored, hm, ownStatus)).To(BeFalse(), "HarvesterMachine status")
+	lost := ownStatus.DeepCopy()
+	lost.ResourceVersion = "3"
+	lost.Status = infrav1.HarvesterMachineStatus{}
+	g.Expect(update(ownStatusIgnored, ownStatus, lost)).To(BeTrue(), "HarvesterMachine status lost (restored from an old copy)")
 	for name, change := range map[string]func(*infrav1.HarvesterMachine){
 		"finalizer": func(m *infrav1.HarvesterMachine) { m.Finalizers = []string{infrav1.MachineFinalizer} },
 		"owner":     func(m *infrav1.HarvesterMachine) { m.OwnerReferences = []metav1.OwnerReference{{Name: "m"}} },

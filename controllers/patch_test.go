@@ -17,7 +17,7 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
-func TestMachinePatchWritesStatusLockedThenSpec(t *testing.T) {
+func TestMachinePatchWritesSpecThenStatusLocked(t *testing.T) {
 	ctx := context.Background()
 	scheme, err := NewScheme()
 	if err != nil {
@@ -45,7 +45,9 @@ func TestMachinePatchWritesStatusLockedThenSpec(t *testing.T) {
 		return got
 	}
 
-	// Conditions, the rest of the status and the spec, all changed: two writes, status first.
+	// Conditions, the rest of the status and the spec, all changed: two writes, spec first (a
+	// manager that dies in between leaves a providerID without the provisioned flag, never the
+	// reverse).
 	stale := read()
 	changed := stale.DeepCopy()
 	controllerutil.AddFinalizer(changed, infrav1.MachineFinalizer)
@@ -55,8 +57,8 @@ func TestMachinePatchWritesStatusLockedThenSpec(t *testing.T) {
 	if err := r.patch(ctx, stale, changed); err != nil {
 		t.Fatal(err)
 	}
-	if len(writes) != 2 || writes[0] != "status" || writes[1] != "spec" {
-		t.Fatalf("writes %v, want [status spec]", writes)
+	if len(writes) != 2 || writes[0] != "spec" || writes[1] != "status" {
+		t.Fatalf("writes %v, want [spec status]", writes)
 	}
 	got := read()
 	if got.Spec.ProviderID != "harvester://uid" || !ptr.Deref(got.Status.Initialization.Provisioned, false) ||
