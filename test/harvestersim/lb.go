@@ -56,7 +56,7 @@ func (r *lbReconciler) setup(mgr ctrl.Manager) error {
 		// A pool that appears or frees an address may serve a waiting load balancer.
 		Watches(&lbv1.IPPool{}, handler.EnqueueRequestsFromMapFunc(r.allLoadBalancers)).
 		// A VMI that starts or stops changes the backend servers.
-		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.loadBalancersInNamespace)).
+		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.loadBalancersSelecting)).
 		Complete(r)
 }
 
@@ -64,8 +64,36 @@ func (r *lbReconciler) allLoadBalancers(ctx context.Context, _ client.Object) []
 	return r.list(ctx)
 }
 
-func (r *lbReconciler) loadBalancersInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.list(ctx, client.InNamespace(obj.GetNamespace()))
+// loadBalancersSelecting maps a VMI to the load balancers of its namespace whose backend
+// selector matches it (an update maps both the old and the new VMI), not to all of them: with a
+// thousand VMIs and fifty load balancers in one namespace, reconciling every load balancer on
+// every VMI change was the bench process's largest simulator cost.
+func (r *lbReconciler) loadBalancersSelecting(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &lbv1.LoadBalancerList{}
+	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		selector, err := backendSelector(&list.Items[i])
+		if err != nil || selector.Matches(labels.Set(obj.GetLabels())) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// backendSelector is a load balancer's backendServerSelector as a label selector.
+func backendSelector(lb *lbv1.LoadBalancer) (labels.Selector, error) {
+	selector := labels.NewSelector()
+	for key, values := range lb.Spec.BackendServerSelector {
+		req, err := labels.NewRequirement(key, "in", values)
+		if err != nil {
+			return nil, err
+		}
+		selector = selector.Add(*req)
+	}
+	return selector, nil
 }
 
 func (r *lbReconciler) list(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
@@ -294,13 +322,9 @@ func (r *lbReconciler) delete(ctx context.Context, lb *lbv1.LoadBalancer) error 
 // ensureBackends lists the running VMIs the selector matches, as the vm-type implementation
 // does; none makes the load balancer not ready (the address stays).
 func (r *lbReconciler) ensureBackends(ctx context.Context, lb *lbv1.LoadBalancer) (string, error) {
-	selector := labels.NewSelector()
-	for key, values := range lb.Spec.BackendServerSelector {
-		req, err := labels.NewRequirement(key, "in", values)
-		if err != nil {
-			return "invalid backendServerSelector: " + err.Error(), nil
-		}
-		selector = selector.Add(*req)
+	selector, err := backendSelector(lb)
+	if err != nil {
+		return "invalid backendServerSelector: " + err.Error(), nil
 	}
 	vmis := &kubevirtv1.VirtualMachineInstanceList{}
 	if err := r.List(ctx, vmis, client.InNamespace(lb.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
