@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
@@ -114,6 +115,11 @@ func run(o *options) error {
 	restConfig.QPS = o.restConfigQPS
 	restConfig.Burst = o.restConfigBurst
 	restConfig.UserAgent = "cluster-api-provider-harvester-controller"
+	managementRequests, err := harvester.NewManagementRequestMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return fmt.Errorf("registering the management request metrics: %w", err)
+	}
+	restConfig.Wrap(managementRequests.WrapTransport("management"))
 
 	var defaultNamespaces map[string]cache.Config
 	if o.watchNamespace != "" {

@@ -18,16 +18,29 @@ type RequestMetrics struct {
 	duration *prometheus.HistogramVec
 }
 
-// NewRequestMetrics makes the request metrics and registers them with reg.
+// NewRequestMetrics makes the Harvester request metrics (capi_harvester_requests_total and
+// capi_harvester_request_duration_seconds) and registers them with reg.
 func NewRequestMetrics(reg prometheus.Registerer) (*RequestMetrics, error) {
+	return newRequestMetrics(reg, "capi_harvester_request", "Harvester")
+}
+
+// NewManagementRequestMetrics makes the same metrics for the manager's own connection to the
+// management cluster (capi_harvester_management_requests_total and
+// capi_harvester_management_request_duration_seconds, connection "management"), so an operator
+// sees what the provider costs that apiserver, by resource.
+func NewManagementRequestMetrics(reg prometheus.Registerer) (*RequestMetrics, error) {
+	return newRequestMetrics(reg, "capi_harvester_management_request", "the management cluster")
+}
+
+func newRequestMetrics(reg prometheus.Registerer, prefix, target string) (*RequestMetrics, error) {
 	m := &RequestMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "capi_harvester_requests_total",
-			Help: "Requests sent to Harvester, by connection (identity Secret namespace/name), verb, resource and result (HTTP status code, or \"error\" when no response came).",
+			Name: prefix + "s_total",
+			Help: "Requests sent to " + target + ", by connection (for Harvester: the identity Secret's namespace/name), verb, resource and result (HTTP status code, or \"error\" when no response came).",
 		}, []string{"connection", "verb", "resource", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "capi_harvester_request_duration_seconds",
-			Help:    "Time until Harvester answered a request (for watches: until the stream opened), by connection, verb and resource.",
+			Name:    prefix + "_duration_seconds",
+			Help:    "Time until " + target + " answered a request (for watches: until the stream opened), by connection, verb and resource.",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}, []string{"connection", "verb", "resource"}),
 	}

@@ -74,3 +74,29 @@ func TestRequestMetricsRoundTripper(t *testing.T) {
 	g.Expect(testutil.ToFloat64(m.requests.WithLabelValues("capi/identity", "get", "secrets", "error"))).To(Equal(1.0))
 	g.Expect(testutil.CollectAndCount(m.duration)).To(Equal(1))
 }
+
+func TestManagementRequestMetricsAreTheirOwnFamily(t *testing.T) {
+	g := NewWithT(t)
+	reg := prometheus.NewRegistry()
+	_, err := NewRequestMetrics(reg)
+	g.Expect(err).NotTo(HaveOccurred())
+	m, err := NewManagementRequestMetrics(reg)
+	g.Expect(err).NotTo(HaveOccurred(), "both families register in one registry")
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusConflict) }))
+	defer server.Close()
+	c := &http.Client{Transport: m.WrapTransport("management")(http.DefaultTransport)}
+	req, err := http.NewRequest(http.MethodPatch, server.URL+"/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/n/harvestermachines/m/status", nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp, err := c.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp.Body.Close()
+
+	families, err := reg.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	names := []string{}
+	for _, f := range families {
+		names = append(names, f.GetName())
+	}
+	g.Expect(names).To(ContainElements("capi_harvester_management_requests_total", "capi_harvester_management_request_duration_seconds"))
+	g.Expect(testutil.ToFloat64(m.requests.WithLabelValues("management", "patch", "infrastructure.cluster.x-k8s.io/harvestermachines/status", "409"))).To(Equal(1.0))
+}

@@ -376,6 +376,17 @@ func (p *Provider) Kill() error {
 	return nil
 }
 
+// Pid is the running manager's process ID, 0 when it is not running (the bench measures its CPU
+// time and memory from /proc).
+func (p *Provider) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Log returns the manager's output so far.
 func (p *Provider) Log() ([]byte, error) { return os.ReadFile(p.LogFile) }
 

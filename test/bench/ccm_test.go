@@ -48,11 +48,11 @@ func runCCM(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, ser
 	// The cloud provider and the service controller log through klog; the figures are the output.
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
-	stopManager, err := startManager(ctx, tb, managerScope{}, newReconcileLog(), s, nil)
+	mgr, err := startManager(ctx, tb, managerScope{}, s)
 	if err != nil {
 		return nil, err
 	}
-	defer stopManager()
+	defer func() { _ = mgr.Stop() }()
 	ns, name := "ccm-0", "bench"
 	if err := createCluster(ctx, tb, kubeconfig, ns, name, nil); err != nil {
 		return nil, err

@@ -106,15 +106,10 @@ func writers(old, cur []metav1.ManagedFieldsEntry) string {
 	return strings.Join(out, "+")
 }
 
-// reconcileResults reads controller-runtime's reconcile counter from its registry, by
-// "<controller> <result>" (success, error, requeue, requeue_after), for every manager of the
-// process (the provider's and the bed's, whose controllers have distinct names).
-func reconcileResults() map[string]int {
+// reconcileResults reads controller-runtime's reconcile counter from gathered metrics, by
+// "<controller> <result>" (success, error, requeue, requeue_after).
+func reconcileResults(families []*dto.MetricFamily) map[string]int {
 	out := map[string]int{}
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		return out
-	}
 	for _, f := range families {
 		if f.GetName() != "controller_runtime_reconcile_total" {
 			continue
@@ -122,11 +117,20 @@ func reconcileResults() map[string]int {
 		for _, m := range f.GetMetric() {
 			l := metricLabels(m)
 			if v := int(m.GetCounter().GetValue()); v > 0 {
-				out[l["controller"]+" "+l["result"]] = v
+				out[l["controller"]+" "+l["result"]] += v
 			}
 		}
 	}
 	return out
+}
+
+// processMetrics are this process's metrics (the bed's controllers: CAPI core, the simulator's).
+func processMetrics() []*dto.MetricFamily {
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return nil
+	}
+	return families
 }
 
 func (t *eventTally) total() int {
@@ -181,29 +185,78 @@ func (h histogram) minus(o histogram) histogram {
 	return out
 }
 
-// quantile is the upper bound of the bucket holding quantile q, in milliseconds.
+func (h histogram) plus(o histogram) histogram {
+	out := histogram{count: h.count + o.count, sum: h.sum + o.sum, buckets: map[float64]uint64{}}
+	for ub, c := range h.buckets {
+		out.buckets[ub] = c
+	}
+	for ub, c := range o.buckets {
+		out.buckets[ub] += c
+	}
+	return out
+}
+
+// histogramOf is a Prometheus histogram sample as a histogram.
+func histogramOf(m *dto.Histogram) histogram {
+	h := histogram{count: m.GetSampleCount(), sum: m.GetSampleSum(), buckets: map[float64]uint64{}}
+	for _, b := range m.GetBucket() {
+		if !math.IsInf(b.GetUpperBound(), 1) { // the text format lists +Inf; the count is that bucket
+			h.buckets[b.GetUpperBound()] = b.GetCumulativeCount()
+		}
+	}
+	return h
+}
+
+// bucketBounds are a histogram's finite bucket bounds, in seconds, sorted.
+func bucketBounds(h histogram) []float64 { return slices.Sorted(maps.Keys(h.buckets)) }
+
+// bucketed puts durations into a histogram with bounds (seconds) as its buckets, to compare
+// them with a histogram the manager exported.
+func bucketed(ds []time.Duration, bounds []float64) histogram {
+	h := histogram{buckets: map[float64]uint64{}}
+	for _, ub := range bounds {
+		h.buckets[ub] = 0
+	}
+	for _, d := range ds {
+		h.count++
+		h.sum += d.Seconds()
+		for _, ub := range bounds {
+			if d.Seconds() <= ub {
+				h.buckets[ub]++
+			}
+		}
+	}
+	return h
+}
+
+// quantile is the upper bound of the bucket holding quantile q, in milliseconds; -1 when it is
+// beyond the last finite bucket.
 func (h histogram) quantile(q float64) float64 {
 	if h.count == 0 {
 		return 0
 	}
-	bounds := slices.Sorted(maps.Keys(h.buckets))
-	for _, ub := range bounds {
+	for _, ub := range bucketBounds(h) {
 		if float64(h.buckets[ub]) >= q*float64(h.count) {
 			return round3(ub * 1000)
 		}
 	}
-	return math.Inf(1)
+	return -1
+}
+
+// percentiles are the histogram's quantiles (bucket upper bounds: p50 "250" reads "at most 250")
+// and its exact mean.
+func (h histogram) percentiles() Percentiles {
+	p := Percentiles{N: int(h.count), P50: h.quantile(0.5), P95: h.quantile(0.95), P99: h.quantile(0.99), Max: h.quantile(1)}
+	if h.count > 0 {
+		p.Mean = round3(h.sum / float64(h.count) * 1000)
+	}
+	return p
 }
 
 type machineQueue struct{ wait, run histogram }
 
-// machineQueueTimes reads the HarvesterMachine controller's histograms now.
-func machineQueueTimes() machineQueue {
-	var out machineQueue
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		return out
-	}
+// machineQueueTimes reads the HarvesterMachine controller's histograms from gathered metrics.
+func machineQueueTimes(families []*dto.MetricFamily) machineQueue {
 	read := func(name, label string) histogram {
 		h := histogram{buckets: map[float64]uint64{}}
 		for _, f := range families {
@@ -211,22 +264,17 @@ func machineQueueTimes() machineQueue {
 				continue
 			}
 			for _, m := range f.GetMetric() {
-				if metricLabels(m)[label] != "harvestermachine" {
-					continue
-				}
-				hm := m.GetHistogram()
-				h.count += hm.GetSampleCount()
-				h.sum += hm.GetSampleSum()
-				for _, b := range hm.GetBucket() {
-					h.buckets[b.GetUpperBound()] += b.GetCumulativeCount()
+				if metricLabels(m)[label] == "harvestermachine" {
+					h = h.plus(histogramOf(m.GetHistogram()))
 				}
 			}
 		}
 		return h
 	}
-	out.wait = read("workqueue_queue_duration_seconds", "name")
-	out.run = read("controller_runtime_reconcile_time_seconds", "controller")
-	return out
+	return machineQueue{
+		wait: read("workqueue_queue_duration_seconds", "name"),
+		run:  read("controller_runtime_reconcile_time_seconds", "controller"),
+	}
 }
 
 func (q machineQueue) since(before machineQueue) QueueTimes {

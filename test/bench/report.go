@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -54,13 +54,20 @@ type Percentiles struct {
 	P95 float64 `json:"p95Ms"`
 	P99 float64 `json:"p99Ms"`
 	Max float64 `json:"maxMs"`
+	// Mean is set where the figure comes from a histogram (whose quantiles are bucket bounds).
+	Mean float64 `json:"meanMs,omitempty"`
 }
 
 // Phase is one timed phase of a run (creation or deletion of everything).
 type Phase struct {
-	Seconds    float64 `json:"seconds"`
+	Seconds float64 `json:"seconds"`
+	// CPUSeconds and PeakRSSMiB are the bench process's: the bed (simulator, CAPI core, node
+	// agent) and the bench's own clients.
 	CPUSeconds float64 `json:"cpuSeconds"`
 	PeakRSSMiB float64 `json:"peakRssMiB"`
+	// ManagerCPUSeconds and ManagerPeakRSSMiB are the provider's manager process's.
+	ManagerCPUSeconds float64 `json:"managerCpuSeconds,omitempty"`
+	ManagerPeakRSSMiB float64 `json:"managerPeakRssMiB,omitempty"`
 }
 
 // Scale is P2: everything created (or deleted) at once, for the provider and the baseline.
@@ -100,7 +107,7 @@ type APICost struct {
 	// SteadyClientPerMinute is the same counted by the provider's round-tripper.
 	SteadyClientPerMinute map[string]float64 `json:"steadyClientPerMinute"`
 	// ManagementPerMachine is the provider's requests to the management cluster per machine
-	// lifecycle, by verb (counted on its connection by the bench); ManagementByResource the
+	// lifecycle, by verb (capi_harvester_management_requests_total); ManagementByResource the
 	// same by "verb resource", in all; ManagementSteadyPerMinute those of the steady state.
 	ManagementPerMachine      map[string]float64 `json:"managementPerMachine"`
 	ManagementByResource      map[string]int     `json:"managementByResource"`
@@ -115,7 +122,7 @@ type APICost struct {
 	// changed): what could wake a controller while nothing is meant to change.
 	SteadyEvents map[string]int `json:"steadyEvents"`
 	// SteadyReconciles are the reconciles in the steady window, by "<controller> <result>"
-	// (controller-runtime's reconcile counter, of every manager in the process).
+	// (controller-runtime's reconcile counters of the bed's managers and of the provider's).
 	SteadyReconciles map[string]int `json:"steadyReconciles"`
 	// Connections is how many connections (identity Secrets) the round-tripper counted.
 	Connections int `json:"connections"`
@@ -166,37 +173,70 @@ func offsets(start time.Time, ts []time.Time) []float64 {
 	return out
 }
 
-// processMeter measures this process's CPU time and peak resident memory over a phase.
+// processMeter measures the CPU time and peak resident memory over a phase of this process (the
+// bed: simulator, CAPI core, node agent, the bench's clients) and of the manager's, by pid (0:
+// none).
 type processMeter struct {
-	start time.Time
-	cpu   time.Duration
+	start       time.Time
+	pid         int
+	cpu, mgrCPU time.Duration
 }
 
-func startMeter() processMeter {
-	// Reset the kernel's peak-RSS mark (VmHWM) so the phase's peak is its own; older kernels
+func startMeter(managerPid int) processMeter {
+	// Reset the kernel's peak-RSS marks (VmHWM) so the phase's peak is its own; older kernels
 	// refuse and the peak is then the process's since it started.
+	m := processMeter{start: time.Now(), pid: managerPid}
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-	return processMeter{start: time.Now(), cpu: cpuTime()}
+	m.cpu = processCPU("self")
+	if managerPid != 0 {
+		_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", managerPid), []byte("5"), 0)
+		m.mgrCPU = processCPU(strconv.Itoa(managerPid))
+	}
+	return m
 }
 
 func (m processMeter) stop() Phase {
-	return Phase{
+	p := Phase{
 		Seconds:    round3(time.Since(m.start).Seconds()),
-		CPUSeconds: round3((cpuTime() - m.cpu).Seconds()),
-		PeakRSSMiB: round3(peakRSSMiB()),
+		CPUSeconds: round3((processCPU("self") - m.cpu).Seconds()),
+		PeakRSSMiB: round3(peakRSSMiB("self")),
 	}
+	if m.pid != 0 {
+		pid := strconv.Itoa(m.pid)
+		p.ManagerCPUSeconds = round3((processCPU(pid) - m.mgrCPU).Seconds())
+		p.ManagerPeakRSSMiB = round3(peakRSSMiB(pid))
+	}
+	return p
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+// clockTicks is the unit of /proc/<pid>/stat's CPU times (USER_HZ: 100 on every Linux
+// architecture Go builds for).
+const clockTicks = 100
+
+// processCPU is the user and system CPU time a process used so far ("self" or a pid), from
+// /proc/<pid>/stat.
+func processCPU(pid string) time.Duration {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
 		return 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	// The command name (field 2) may hold spaces: count fields after its closing parenthesis,
+	// where field 3 (state) is the first; utime and stime are fields 14 and 15.
+	rest := string(stat[bytes.LastIndexByte(stat, ')')+1:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks
 }
 
-func peakRSSMiB() float64 {
-	status, err := os.ReadFile("/proc/self/status")
+func peakRSSMiB(pid string) float64 {
+	status, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0
 	}
@@ -290,6 +330,9 @@ func (r *Report) Markdown() string {
 		row("p95", l.Provider.P95, q.P95)
 		row("p99", l.Provider.P99, q.P99)
 		row("max", l.Provider.Max, q.Max)
+		if l.Provider.Mean > 0 {
+			row("mean", l.Provider.Mean, q.Mean)
+		}
 	}
 	lat("P1", &r.P1)
 	q := r.P1Queue
@@ -300,6 +343,8 @@ func (r *Report) Markdown() string {
 	}
 	phase := func(name string, p, q Phase) {
 		fmt.Fprintf(&b, "| P2 %s: wall | %.1f s | %.1f s | %s |\n", name, p.Seconds, q.Seconds, ratio(p.Seconds, q.Seconds))
+		fmt.Fprintf(&b, "| P2 %s: CPU of the manager | %.1f s | | |\n", name, p.ManagerCPUSeconds)
+		fmt.Fprintf(&b, "| P2 %s: peak RSS of the manager | %.0f MiB | | |\n", name, p.ManagerPeakRSSMiB)
 		fmt.Fprintf(&b, "| P2 %s: CPU of the bench process | %.1f s | %.1f s | %s |\n", name, p.CPUSeconds, q.CPUSeconds, ratio(p.CPUSeconds, q.CPUSeconds))
 		fmt.Fprintf(&b, "| P2 %s: peak RSS of the bench process | %.0f MiB | %.0f MiB | %s |\n", name, p.PeakRSSMiB, q.PeakRSSMiB, ratio(p.PeakRSSMiB, q.PeakRSSMiB))
 	}

@@ -19,16 +19,12 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
@@ -63,6 +59,8 @@ type settings struct {
 	kubeQPS, harvesterQPS     float32
 	kubeBurst, harvesterBurst int
 	services                  int
+	// binary is the manager binary from its image; token reads its diagnostics endpoint.
+	binary, token string
 }
 
 // defaultSettings run the provider as the shipped manager runs by default.
@@ -195,7 +193,7 @@ func runSuite(b testing.TB, s settings) *Report {
 		Started: time.Now(), Machines: s.machines, Clusters: s.clusters,
 		Machine: fmt.Sprintf("%d CPUs (GOMAXPROCS %d), %s/%s, %s", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version()),
 		Setup: []string{
-			"The provider runs in-process (controllers.Setup on its own controller-runtime manager, as main.go wires it), next to CAPI's core controllers, the simulator's controllers and the bench's clients: CPU and peak RSS are the bench process's, not the manager's alone (kube-apiservers and etcds are separate processes and not counted).",
+			"The provider runs as it ships: the manager binary from its image, installed from its rendered components (RBAC, webhooks, the Deployment's arguments) as its own process, authenticated as its ServiceAccount; the bench reads its metrics and profiles from its diagnostics endpoint with a token. Its CPU and peak RSS are its own; the bench process's are the bed's (simulator, CAPI core controllers, node agent, the bench's clients); kube-apiservers and etcds are separate processes and not counted.",
 			"No guest clusters: HarvesterMachines provision without a guest (CAPI Machines then never get a Node); the scale figures say nothing about guests.",
 			fmt.Sprintf("Manager: %d machine and %d cluster reconciles in parallel; client limits: management cluster QPS %g, burst %d, each Harvester QPS %g, burst %d; cache resync (--sync-period) %s.",
 				s.machineConcurrency, controllers.DefaultClusterConcurrency, s.kubeQPS, s.kubeBurst, s.harvesterQPS, s.harvesterBurst, s.syncPeriod),
@@ -216,6 +214,13 @@ func runSuite(b testing.TB, s settings) *Report {
 	})
 	kubeconfig, err := tb.Harvester.ProviderKubeconfig(ctx)
 	must(b, err)
+	binaries, err := os.MkdirTemp("", "bench-manager-")
+	must(b, err)
+	defer os.RemoveAll(binaries)
+	s.binary, _, err = bed.ImageBinaries(binaries)
+	must(b, err)
+	s.token, err = diagnosticsToken(ctx, tb.Management.Client)
+	must(b, err)
 
 	baseline, err := runBaseline(ctx, tb, kubeconfig, s, running)
 	must(b, err)
@@ -227,7 +232,7 @@ func runSuite(b testing.TB, s settings) *Report {
 		cpuProfile, err = os.Create(filepath.Join(s.out, "cpu.pprof"))
 		must(b, err)
 		must(b, pprof.StartCPUProfile(cpuProfile))
-		r.Notes = append(r.Notes, "BENCH_PROFILE=1: cpu.pprof covers the provider's creation and deletion phases, heap.pprof is taken with everything provisioned; both are of the whole bench process (provider, CAPI core, simulator controllers, clients).")
+		r.Notes = append(r.Notes, "BENCH_PROFILE=1: cpu.pprof covers the provider's creation, steady window and deletion, heap.pprof is taken with everything provisioned; both are of the bench process (CAPI core, simulator controllers, node agent, clients). manager-cpu-*.pprof (10 s chunks, `go tool pprof` merges them) and manager-heap.pprof are the manager's, from its diagnostics endpoint.")
 	}
 	provider, err := runProvider(ctx, tb, kubeconfig, s, running, provisioned)
 	if s.profile {
@@ -321,7 +326,7 @@ func runBaseline(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		names[i] = fmt.Sprintf("bare-%04d", i)
 	}
 	res := &baselineResult{}
-	meter := startMeter()
+	meter := startMeter(0)
 	start := time.Now()
 	if err := forEach(ctx, names, s.concurrency, func(ctx context.Context, name string) error {
 		vm := harvestersim.SampleVM(targetNamespace, name, "")
@@ -358,7 +363,7 @@ func runBaseline(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	}
 	res.running = offsets(start, upAt)
 
-	meter = startMeter()
+	meter = startMeter(0)
 	if err := forEach(ctx, names, s.concurrency, func(ctx context.Context, name string) error {
 		vm := &kubevirtv1.VirtualMachine{}
 		vm.Namespace, vm.Name = targetNamespace, name
@@ -383,34 +388,36 @@ type providerResult struct {
 	statusWrites   Latency
 }
 
-// machineStatusPatch is the provider's request that marks a machine provisioned.
-const machineStatusPatch = "patch infrastructure.cluster.x-k8s.io/harvestermachines/status"
-
 // runProvider runs one unfiltered manager: creates every cluster and its MachineDeployment at
 // once, waits until every HarvesterMachine is provisioned, watches the steady state, deletes the
 // Clusters and waits until Harvester is clean.
 func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, running, provisioned *stamps) (*providerResult, error) {
-	mgmt := newRequestCounter(machineStatusPatch)
 	events, err := tallyEvents(ctx, tb)
 	if err != nil {
 		return nil, err
 	}
-	stop, err := startManager(ctx, tb, managerScope{}, newReconcileLog(), s, mgmt)
+	mgr, err := startManager(ctx, tb, managerScope{}, s)
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
+	defer func() { _ = mgr.Stop() }()
 	res := &providerResult{}
 	clusters := spread(s.machines, s.clusters)
+	stopProfile := func() error { return nil }
+	if s.profile {
+		stopProfile = mgr.profileCPU(ctx, s.out, 10*time.Second)
+	}
 
-	server0, client0, mgmt0 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
-	queue0 := machineQueueTimes()
-	writes0 := len(mgmt.durations(machineStatusPatch))
+	server0 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent)
+	m0, err := mgr.sample(ctx)
+	if err != nil {
+		return nil, err
+	}
 	stopProbe, err := probeStatusWrites(ctx, tb.Management.Client, 100*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
-	meter := startMeter()
+	meter := startMeter(mgr.Pid())
 	start := time.Now()
 	if err := createClusters(ctx, tb, kubeconfig, "bench", clusters, func(int) map[string]string { return nil }, s.concurrency); err != nil {
 		return nil, err
@@ -424,11 +431,16 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	if err != nil {
 		return nil, err
 	}
-	res.statusWrites = Latency{
-		What:     "the provider's HarvesterMachine status patches over the creation, round trip to the management apiserver after client-side rate limiting (baseline: a bare status patch of an idle HarvesterMachine every 100 ms over the same phase)",
-		Provider: percentiles(mgmt.durations(machineStatusPatch)[writes0:]), Baseline: ptr.To(percentiles(probed)),
+	mCreated, err := mgr.sample(ctx)
+	if err != nil {
+		return nil, err
 	}
-	res.queue = machineQueueTimes().since(queue0)
+	patches := mCreated.statusPatch.minus(m0.statusPatch)
+	res.statusWrites = Latency{
+		What:     "the provider's HarvesterMachine status patches over the creation, round trip to the management apiserver after client-side rate limiting, from the manager's capi_harvester_management_request_duration_seconds (quantiles are its bucket bounds, the mean is exact; baseline: a bare status patch of an idle HarvesterMachine every 100 ms over the same phase, in the same buckets)",
+		Provider: patches.percentiles(), Baseline: ptr.To(bucketed(probed, bucketBounds(patches)).percentiles()),
+	}
+	res.queue = mCreated.queue.since(m0.queue)
 	var at []time.Time
 	for _, n := range names {
 		p, _ := provisioned.get(n)
@@ -442,6 +454,9 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		if err := writeHeapProfile(filepath.Join(s.out, "heap.pprof")); err != nil {
 			return nil, err
 		}
+		if err := mgr.writeProfile(ctx, "heap?gc=1", filepath.Join(s.out, "manager-heap.pprof"), time.Minute); err != nil {
+			return nil, err
+		}
 	}
 
 	// Settling: once the last machine is provisioned, CAPI's controllers still react to it for a
@@ -452,8 +467,12 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	quiet := waitQuiet(ctx, events, settleQuiet, settleMax)
 	res.cost.SettleSeconds = round3(time.Since(settleStart).Seconds())
 	res.cost.SettleQuiet = quiet
-	server1, client1, mgmt1 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
-	events1, reconciles1 := events.snapshot(), reconcileResults()
+	server1 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent)
+	m1, err := mgr.sample(ctx)
+	if err != nil {
+		return nil, err
+	}
+	events1, bed1 := events.snapshot(), reconcileResults(processMetrics())
 
 	// Steady state: everything provisioned, nothing changing. The wait is the measurement window,
 	// not a synchronisation.
@@ -462,7 +481,11 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	server2, client2, mgmt2 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
+	server2 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent)
+	m2, err := mgr.sample(ctx)
+	if err != nil {
+		return nil, err
+	}
 	perMinute := func(d map[string]int) map[string]float64 {
 		out := map[string]float64{}
 		for k, n := range d {
@@ -476,13 +499,13 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	res.cost.SteadyWindowSeconds = s.steady.Seconds()
 	res.cost.SteadyPerMinute = perMinute(diff(server2, server1))
 	res.cost.SteadyByResource = diff(server2, server1)
-	res.cost.ManagementSteadyPerMinute = perMinute(diff(mgmt2, mgmt1))
-	res.cost.ManagementSteadyByResource = diff(mgmt2, mgmt1)
-	res.cost.SteadyClientPerMinute = perMinute(diff(client2.byVerbResource, client1.byVerbResource))
+	res.cost.ManagementSteadyPerMinute = perMinute(diff(m2.management, m1.management))
+	res.cost.ManagementSteadyByResource = diff(m2.management, m1.management)
+	res.cost.SteadyClientPerMinute = perMinute(diff(m2.harvester.byVerbResource, m1.harvester.byVerbResource))
 	res.cost.SteadyEvents = diff(events.snapshot(), events1)
-	res.cost.SteadyReconciles = diff(reconcileResults(), reconciles1)
+	res.cost.SteadyReconciles = add(diff(reconcileResults(processMetrics()), bed1), diff(m2.reconciles, m1.reconciles))
 
-	meter = startMeter()
+	meter = startMeter(mgr.Pid())
 	for i := range clusters {
 		cluster := &clusterv1.Cluster{}
 		cluster.Namespace, cluster.Name = fmt.Sprintf("bench-%d", i), "bench"
@@ -494,18 +517,25 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		return nil, err
 	}
 	res.delete = meter.stop()
-	server3, client3, mgmt3 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent), clientRequests(), mgmt.snapshot()
+	if err := stopProfile(); err != nil {
+		return nil, fmt.Errorf("profiling the manager: %w", err)
+	}
+	server3 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent)
+	m3, err := mgr.sample(ctx)
+	if err != nil {
+		return nil, err
+	}
 
 	lifecycle := add(diff(server1, server0), diff(server3, server2))
-	clientLifecycle := add(diff(client1.byVerbResource, client0.byVerbResource), diff(client3.byVerbResource, client2.byVerbResource))
+	clientLifecycle := add(diff(m1.harvester.byVerbResource, m0.harvester.byVerbResource), diff(m3.harvester.byVerbResource, m2.harvester.byVerbResource))
 	res.cost.ServerByResource = lifecycle
 	res.cost.ServerPerMachine = perMachine(lifecycle, s.machines, verbOf)
 	res.cost.ClientPerMachine = perMachine(clientLifecycle, s.machines, verbOf)
-	res.cost.Connections = len(client3.connections)
-	mgmtLifecycle := add(diff(mgmt1, mgmt0), diff(mgmt3, mgmt2))
+	res.cost.Connections = len(m3.harvester.connections)
+	mgmtLifecycle := add(diff(m1.management, m0.management), diff(m3.management, m2.management))
 	res.cost.ManagementPerMachine = perMachine(mgmtLifecycle, s.machines, verbOf)
 	res.cost.ManagementByResource = mgmtLifecycle
-	res.cost.ManagementConflicts = mgmt.conflictCounts()
+	res.cost.ManagementConflicts = m3.conflicts
 	return res, nil
 }
 
@@ -540,18 +570,18 @@ func runScaleOut(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		prefix, clusters = "scoped", spread(s.machines, 2)
 		labels = func(int) map[string]string { return nil }
 	}
-	logs := map[string]*reconcileLog{}
+	managers := map[string]*providerManager{}
 	for i, shard := range shards {
-		logs[shard] = newReconcileLog()
-		filter, namespace := shard, ""
+		scope := managerScope{filter: shard, shard: mode + "-" + shard}
 		if mode == "namespace" {
-			filter, namespace = "", fmt.Sprintf("%s-%d", prefix, i)
+			scope.filter, scope.namespace = "", fmt.Sprintf("%s-%d", prefix, i)
 		}
-		stop, err := startManager(ctx, tb, managerScope{filter: filter, namespace: namespace}, logs[shard], s, nil)
+		mgr, err := startManager(ctx, tb, scope, s)
 		if err != nil {
 			return nil, err
 		}
-		defer stop()
+		defer func() { _ = mgr.Stop() }()
+		managers[shard] = mgr
 	}
 	start := time.Now()
 	if err := createClusters(ctx, tb, kubeconfig, prefix, clusters, labels, s.concurrency); err != nil {
@@ -571,7 +601,14 @@ func runScaleOut(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	if err := waitDeleted(ctx, tb); err != nil {
 		return nil, err
 	}
-	a, bb := logs[shards[0]].counts(), logs[shards[1]].counts()
+	a, err := managers[shards[0]].reconciled()
+	if err != nil {
+		return nil, err
+	}
+	bb, err := managers[shards[1]].reconciled()
+	if err != nil {
+		return nil, err
+	}
 	for shard, counts := range map[string]map[string]int{shards[0]: a, shards[1]: bb} {
 		out.Reconciled[shard] = len(counts)
 		for _, n := range counts {
@@ -585,53 +622,6 @@ func runScaleOut(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	}
 	slices.Sort(out.Both)
 	return out, nil
-}
-
-// managerScope is what a manager reconciles: main.go's --watch-filter and --namespace.
-type managerScope struct{ filter, namespace string }
-
-// startManager runs the provider on its own manager against the management cluster, as main.go
-// does (with --watch-filter and --namespace as scope says), logging only its reconciles into log.
-func startManager(ctx context.Context, tb *bed.Bed, scope managerScope, log *reconcileLog, s settings, requests *requestCounter) (stop func(), err error) {
-	scheme, err := controllers.NewScheme()
-	if err != nil {
-		return nil, err
-	}
-	cfg := rest.CopyConfig(tb.Management.Config)
-	cfg.QPS, cfg.Burst = s.kubeQPS, s.kubeBurst
-	if requests != nil {
-		cfg.Wrap(requests.wrap)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Logger:                 log.Logger(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: controllers.UncachedObjects()}},
-		Cache:                  cacheOptions(scope.namespace, s.syncPeriod),
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := controllers.Setup(ctx, mgr, controllers.Options{
-		WatchFilterValue: scope.filter, ClusterConcurrency: controllers.DefaultClusterConcurrency, MachineConcurrency: s.machineConcurrency,
-		HarvesterQPS: s.harvesterQPS, HarvesterBurst: s.harvesterBurst, SkipNameValidation: true,
-	}); err != nil {
-		return nil, err
-	}
-	mgrCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	return func() { cancel(); <-done }, nil
-}
-
-// cacheOptions are main.go's: the --namespace scope and the --sync-period resync.
-func cacheOptions(namespace string, syncPeriod time.Duration) cache.Options {
-	o := cache.Options{SyncPeriod: &syncPeriod}
-	if namespace != "" {
-		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
-	}
-	return o
 }
 
 // spread splits machines over clusters as evenly as it goes.
@@ -743,12 +733,8 @@ type requestCounts struct {
 	connections    map[string]bool
 }
 
-func clientRequests() requestCounts {
+func clientRequests(families []*dto.MetricFamily) requestCounts {
 	out := requestCounts{byVerbResource: map[string]int{}, connections: map[string]bool{}}
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		return out
-	}
 	for _, f := range families {
 		if f.GetName() != "capi_harvester_requests_total" {
 			continue

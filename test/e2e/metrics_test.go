@@ -134,6 +134,9 @@ var _ = Describe("the manager's metrics", func() {
 				map[string]string{"connection": connection, "verb": "create", "resource": "serviceaccounts/token", "result": "201"})).NotTo(BeNil())
 			g.Expect(metric(families, "capi_harvester_request_duration_seconds",
 				map[string]string{"connection": connection, "verb": "create", "resource": "loadbalancer.harvesterhci.io/loadbalancers"})).NotTo(BeNil())
+			g.Expect(metric(families, "capi_harvester_management_requests_total",
+				map[string]string{"connection": "management", "verb": "patch", "resource": "infrastructure.cluster.x-k8s.io/harvestermachines/status", "result": "200"})).
+				NotTo(BeNil(), "the manager's requests to the management cluster are counted too, by resource")
 
 			for _, stage := range []string{"created_to_running", "running_to_provisioned", "created_to_provisioned"} {
 				h := metric(families, "capi_harvester_machine_provisioning_seconds", map[string]string{"stage": stage})

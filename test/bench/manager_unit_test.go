@@ -1,0 +1,21 @@
+package bench
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestReconcileLinesCountObjectsByController(t *testing.T) {
+	g := NewWithT(t)
+	log := []byte(`I1123 21:44:30.100000   4242 controller.go:285] "Reconciling" controller="harvestermachine" controllerGroup="infrastructure.cluster.x-k8s.io" controllerKind="HarvesterMachine" HarvesterMachine="label-0/bench-a" namespace="label-0" name="bench-a" reconcileID="1"
+I1123 21:44:30.200000   4242 controller.go:285] "Reconciling" controller="harvestermachine" controllerGroup="infrastructure.cluster.x-k8s.io" controllerKind="HarvesterMachine" HarvesterMachine="label-0/bench-a" namespace="label-0" name="bench-a" reconcileID="2"
+I1123 21:44:30.300000   4242 controller.go:285] "Reconciling" controller="harvestercluster" controllerGroup="infrastructure.cluster.x-k8s.io" controllerKind="HarvesterCluster" HarvesterCluster="label-0/bench" namespace="label-0" name="bench" reconcileID="3"
+I1123 21:44:30.400000   4242 controller.go:285] "Reconciling" controller="clustercache" reconcileID="4"
+I1123 21:44:30.500000   4242 machine.go:10] "Machine provisioned" controller="harvestermachine" namespace="label-0" name="bench-a"
+`)
+	g.Expect(reconcileLines(log)).To(Equal(map[string]int{
+		"harvestermachine label-0/bench-a": 2,
+		"harvestercluster label-0/bench":   1,
+	}))
+}
