@@ -147,6 +147,9 @@ func run(o *options) error {
 		Cache: cache.Options{
 			DefaultNamespaces: defaultNamespaces,
 			SyncPeriod:        &o.syncPeriod,
+			// Nothing reads managed fields, and an update without them keeps the server's (as
+			// CAPI core's manager does).
+			DefaultTransform: cache.TransformStripManagedFields(),
 		},
 		Client: client.Options{
 			Cache: &client.CacheOptions{DisableFor: controllers.UncachedObjects()},

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,13 +44,21 @@ const (
 // With secretMetadata (the manager's cache of Secrets' metadata: the provider does not cache
 // their data), a connection user already has is reused while the identity Secret's
 // resourceVersion is the one it was made from; the Secret is then not read, and not returned.
+//
+// The connection serves the HarvesterCluster's guest cluster (its cache holds that cluster's
+// objects only), named by the cluster-name label CAPI puts on it; without that label it serves
+// every cluster of the identity.
 func connect(ctx context.Context, c client.Client, secretMetadata client.Reader, f *harvester.ClientFactory, hc *infrav1.HarvesterCluster, user string) (*harvester.Client, *corev1.Secret, error) {
 	key := client.ObjectKey{Namespace: hc.Namespace, Name: hc.Spec.IdentitySecret.Name}
+	cluster := ""
+	if name := hc.Labels[clusterv1.ClusterNameLabel]; name != "" {
+		cluster = harvester.ClusterID(hc.Namespace, name)
+	}
 	if secretMetadata != nil {
 		meta := &metav1.PartialObjectMetadata{}
 		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 		if err := secretMetadata.Get(ctx, key, meta); err == nil {
-			if reused, ok := f.Reuse(user, key.String(), meta.ResourceVersion, hc.Spec.TargetNamespace); ok {
+			if reused, ok := f.Reuse(user, key.String(), cluster, meta.ResourceVersion, hc.Spec.TargetNamespace); ok {
 				return reused, nil, nil
 			}
 		}
@@ -62,7 +71,7 @@ func connect(ctx context.Context, c client.Client, secretMetadata client.Reader,
 		}
 		return nil, nil, err
 	}
-	hcClient, err := f.Get(ctx, user, secret, hc.Spec.TargetNamespace)
+	hcClient, err := f.Get(ctx, user, secret, hc.Spec.TargetNamespace, cluster)
 	switch {
 	case errors.Is(err, harvester.ErrInvalidKubeconfig):
 		return nil, secret, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.InvalidKubeconfigReason,

@@ -54,11 +54,20 @@ func CachedKinds() []client.Object {
 // provider's, and a cluster's deletion waits for them to go, learning it from their events. A
 // cache takes one label selector per kind, and no selector says "ours or a guest's"; a target
 // namespace holds few load balancers besides these.
-func cacheSelection(kind client.Object) cache.ByObject {
+//
+// The other kinds are also selected by guest cluster (LabelCluster) when the connection serves
+// one: N clusters with their own identities in one target namespace then each cache (and decode)
+// their own machines' objects, not N copies of everybody's (at 1,000 machines in 50 such
+// clusters, the whole-namespace caches took most of the manager's CPU and 1.2 GB of its heap).
+func cacheSelection(kind client.Object, cluster string) cache.ByObject {
 	if _, ok := kind.(*lbv1.LoadBalancer); ok {
 		return cache.ByObject{}
 	}
-	return cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})}
+	set := labels.Set{LabelManagedBy: ManagedByValue}
+	if cluster != "" {
+		set[LabelCluster] = cluster
+	}
+	return cache.ByObject{Label: labels.SelectorFromSet(set)}
 }
 
 // Client reaches one Harvester cluster: Client reads live and writes, Cache holds the provider's
@@ -70,11 +79,13 @@ type Client struct {
 	Config *rest.Config
 }
 
-// ClientFactory keeps one connection per identity Secret: a client and a cache that covers the
-// target namespaces of the clusters using that identity. A connection is rebuilt when the
-// Secret's kubeconfig changes, a new target namespace appears or its cache stopped, and torn
-// down when its last user releases it; the controllers' watches on its cache end with it. It
-// runs as a manager Runnable.
+// ClientFactory keeps one connection per identity Secret and guest cluster: a cache of that
+// cluster's objects in its target namespace, and the identity's transport, which all the
+// identity's connections share (one guard, one HTTP client and one live client, with its
+// client-side rate limits, per identity Secret and kubeconfig). A connection is rebuilt when the Secret's
+// kubeconfig changes, a new target namespace appears or its cache stopped, and torn down when
+// its last user releases it; the controllers' watches on its cache end with it, and the
+// transport with the identity's last connection. It runs as a manager Runnable.
 type ClientFactory struct {
 	Scheme    *runtime.Scheme
 	QPS       float32
@@ -94,15 +105,37 @@ type ClientFactory struct {
 
 	mu          sync.Mutex
 	ctx         context.Context
-	connections map[string]*connection // by identity Secret namespace/name
-	// building holds, by identity Secret, a channel closed when the connection being built for
+	connections map[string]*connection // by connectionKey
+	// transports are the identities' shared transports, by identity Secret namespace/name and
+	// kubeconfig fingerprint.
+	transports map[string]*transport
+	// building holds, by connection key, a channel closed when the connection being built for
 	// it is in place (or failed). Building asks Harvester for its API groups, and a Harvester
 	// that does not answer must not hold up every other identity's Get: it is built without mu.
 	building map[string]chan struct{}
 	watches  []cacheWatch
 }
 
+// connectionKey names the connection of identity Secret identity (namespace/name) for guest
+// cluster (a ClusterID, or "" for a connection that serves every cluster).
+func connectionKey(identity, cluster string) string { return identity + "|" + cluster }
+
+// transport is what the connections of one identity Secret with one kubeconfig share.
+type transport struct {
+	key        string
+	cfg        *rest.Config
+	httpClient *http.Client
+	mapper     meta.RESTMapper
+	live       client.Client
+	refs       int
+}
+
 type connection struct {
+	// identity is the identity Secret's namespace/name, cluster the guest cluster it serves.
+	identity, cluster string
+	transport         *transport
+	// retired is set once the connection left service and gave back its transport.
+	retired     bool
 	fingerprint string
 	// secretVersion is the identity Secret's resourceVersion the last Get saw with this
 	// fingerprint (see Reuse).
@@ -138,10 +171,27 @@ func (f *ClientFactory) Start(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for key, c := range f.connections {
-		c.cancel()
+		f.retireLocked(c)
 		delete(f.connections, key)
 	}
 	return nil
+}
+
+// retireLocked ends c's cache and gives back its share of the identity's transport, once; f.mu
+// is held.
+func (f *ClientFactory) retireLocked(c *connection) {
+	c.cancel()
+	if c.retired {
+		return
+	}
+	c.retired = true
+	if t := c.transport; t != nil {
+		t.refs--
+		if t.refs == 0 {
+			delete(f.transports, t.key)
+			t.httpClient.CloseIdleConnections()
+		}
+	}
 }
 
 // WatchCaches makes w watch, on the cache of every connection the factory opens from now on,
@@ -180,16 +230,18 @@ func (s connectionSource) Start(ctx context.Context, queue workqueue.TypedRateLi
 
 func (s connectionSource) String() string { return fmt.Sprint(s.src) }
 
-// Get returns the connection for an identity Secret, for user (an object key) working in
-// namespace on Harvester.
-func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Secret, namespace string) (*Client, error) {
+// Get returns the connection for an identity Secret and a guest cluster (its ClusterID, or ""
+// for a connection whose cache holds every cluster's objects), for user (an object key) working
+// in namespace on Harvester.
+func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Secret, namespace, cluster string) (*Client, error) {
 	kubeconfig := secret.Data[infrav1.IdentitySecretKey]
 	if len(kubeconfig) == 0 {
 		return nil, fmt.Errorf("%w: Secret %s/%s has no %q key", ErrInvalidKubeconfig, secret.Namespace, secret.Name, infrav1.IdentitySecretKey)
 	}
 	sum := sha256.Sum256(kubeconfig)
 	fingerprint := hex.EncodeToString(sum[:])
-	key := secret.Namespace + "/" + secret.Name
+	identity := secret.Namespace + "/" + secret.Name
+	key := connectionKey(identity, cluster)
 
 	for {
 		f.mu.Lock()
@@ -215,14 +267,14 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 		}
 		if ok && c.stopped() {
 			// Its cache's Start returned: waiting on it again would only time out.
-			ctrl.LoggerFrom(ctx).Info("The Harvester cache stopped, reconnecting", "identity", key)
+			ctrl.LoggerFrom(ctx).Info("The Harvester cache stopped, reconnecting", "identity", identity, "cluster", cluster)
 		}
 		namespaces := map[string]bool{namespace: true}
 		if ok && c.fingerprint == fingerprint {
 			maps.Copy(namespaces, c.namespaces)
 		}
 		if ok {
-			c.cancel()
+			f.retireLocked(c)
 		}
 		done := make(chan struct{})
 		if f.building == nil {
@@ -232,14 +284,14 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 		factoryCtx, watches := f.ctx, slices.Clone(f.watches)
 		f.mu.Unlock()
 
-		built, err := f.connect(factoryCtx, watches, key, kubeconfig, fingerprint, namespaces)
+		built, err := f.connect(factoryCtx, watches, identity, cluster, kubeconfig, fingerprint, namespaces)
 
 		f.mu.Lock()
 		delete(f.building, key)
 		close(done)
 		if err != nil {
 			if old := f.connections[key]; old != nil {
-				old.cancel()
+				f.retireLocked(old)
 			}
 			delete(f.connections, key)
 			f.mu.Unlock()
@@ -250,7 +302,7 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 		built.users = map[string]string{}
 		if old := f.connections[key]; old != nil {
 			maps.Copy(built.users, old.users)
-			old.cancel()
+			f.retireLocked(old)
 		}
 		built.users[user] = namespace
 		built.secretVersion = secret.ResourceVersion
@@ -263,14 +315,15 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 	}
 }
 
-// Reuse returns user's connection to the identity Secret key (namespace/name) without the
-// Secret's data, when the last Get saw the Secret at resourceVersion (so its kubeconfig is the
-// one the connection was built from), the connection's cache runs and has synced, and user
-// already uses it for namespace; ok is false when the caller must read the Secret and Get.
-func (f *ClientFactory) Reuse(user, key, resourceVersion, namespace string) (*Client, bool) {
+// Reuse returns user's connection to the identity Secret identity (namespace/name) for cluster
+// without the Secret's data, when the last Get saw the Secret at resourceVersion (so its
+// kubeconfig is the one the connection was built from), the connection's cache runs and has
+// synced, and user already uses it for namespace; ok is false when the caller must read the
+// Secret and Get.
+func (f *ClientFactory) Reuse(user, identity, cluster, resourceVersion, namespace string) (*Client, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, ok := f.connections[key]
+	c, ok := f.connections[connectionKey(identity, cluster)]
 	if !ok || c.stopped() || !c.synced || resourceVersion == "" || c.secretVersion != resourceVersion ||
 		!c.namespaces[namespace] || c.users[user] != namespace {
 		return nil, false
@@ -300,11 +353,13 @@ func (f *ClientFactory) waitForSync(ctx context.Context, c *connection, synced b
 	return c.client, nil
 }
 
-// connect builds and starts the connection of identity Secret key; f.mu is not held (it asks
-// Harvester for its API groups), but f.building[key] is set.
-func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch, key string, kubeconfig []byte, fingerprint string, namespaces map[string]bool) (*connection, error) {
-	if factoryCtx == nil {
-		return nil, errors.New("the Harvester client factory is not started")
+// transportLocked returns identity's shared transport for kubeconfig, built on first use, with
+// one more reference; f.mu is held. Building it asks Harvester nothing.
+func (f *ClientFactory) transportLocked(identity string, kubeconfig []byte, fingerprint string) (*transport, error) {
+	key := identity + "@" + fingerprint
+	if t, ok := f.transports[key]; ok {
+		t.refs++
+		return t, nil
 	}
 	// Checked before anything is built: a refused kubeconfig never leads to a connection.
 	cfg, err := f.Policy.RESTConfig(kubeconfig)
@@ -313,7 +368,7 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 	}
 	cfg.QPS, cfg.Burst = f.QPS, f.Burst
 	cfg.UserAgent = f.UserAgent
-	// Each connection has its own rate limit (QPS, Burst) and its own guard: a Harvester that
+	// Each identity has its own rate limits (QPS, Burst) and its own guard: a Harvester that
 	// stops answering holds a few of the shared workers for a few seconds, not all of them for
 	// long. The guard's deadline is per request; a whole-client timeout (rest.Config.Timeout)
 	// would also cut the caches' watches every time it runs out.
@@ -323,9 +378,8 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 	})
 	// Outside the guard, so that the requests it fails at once are counted too.
 	if f.Metrics != nil {
-		cfg.Wrap(f.Metrics.WrapTransport(key))
+		cfg.Wrap(f.Metrics.WrapTransport(identity))
 	}
-
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInvalidKubeconfig, err.Error())
@@ -334,13 +388,46 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 	if err != nil {
 		return nil, err
 	}
+	live, err := client.New(cfg, client.Options{Scheme: f.Scheme, Mapper: mapper, HTTPClient: httpClient})
+	if err != nil {
+		return nil, fmt.Errorf("creating the Harvester client: %w", err)
+	}
+	t := &transport{key: key, cfg: cfg, httpClient: httpClient, mapper: mapper, live: live, refs: 1}
+	if f.transports == nil {
+		f.transports = map[string]*transport{}
+	}
+	f.transports[key] = t
+	return t, nil
+}
+
+// connect builds and starts the connection of identity Secret identity for cluster; f.mu is not
+// held (it asks Harvester for its API groups), but f.building is set for it.
+func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch, identity, cluster string, kubeconfig []byte, fingerprint string, namespaces map[string]bool) (conn *connection, err error) {
+	if factoryCtx == nil {
+		return nil, errors.New("the Harvester client factory is not started")
+	}
+	f.mu.Lock()
+	t, err := f.transportLocked(identity, kubeconfig, fingerprint)
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	// Until the connection exists, its share of the transport is given back on failure.
+	defer func() {
+		if err != nil {
+			f.mu.Lock()
+			f.retireLocked(&connection{transport: t, cancel: func() {}})
+			f.mu.Unlock()
+		}
+	}()
+	cfg, httpClient, mapper := t.cfg, t.httpClient, t.mapper
 	cacheNamespaces := map[string]cache.Config{}
 	for ns := range namespaces {
 		cacheNamespaces[ns] = cache.Config{}
 	}
 	byObject := map[client.Object]cache.ByObject{}
 	for _, kind := range CachedKinds() {
-		byObject[kind] = cacheSelection(kind)
+		byObject[kind] = cacheSelection(kind, cluster)
 	}
 	// Hosts, for failure domains: all of them, but only what topology needs.
 	byObject[&corev1.Node{}] = cache.ByObject{Transform: slimNode}
@@ -350,6 +437,7 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 		HTTPClient:        httpClient,
 		DefaultNamespaces: cacheNamespaces,
 		ByObject:          byObject,
+		DefaultTransform:  slimCached,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the Harvester cache: %w", err)
@@ -360,10 +448,6 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 		if _, err := c.GetInformer(factoryCtx, obj, cache.BlockUntilSynced(false)); err != nil {
 			return nil, fmt.Errorf("creating the Harvester cache: %w", err)
 		}
-	}
-	live, err := client.New(cfg, client.Options{Scheme: f.Scheme, Mapper: mapper, HTTPClient: httpClient})
-	if err != nil {
-		return nil, fmt.Errorf("creating the Harvester client: %w", err)
 	}
 	ctx, cancel := context.WithCancel(factoryCtx)
 	for _, w := range watches {
@@ -382,9 +466,12 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 		}
 	}()
 	return &connection{
+		identity:    identity,
+		cluster:     cluster,
+		transport:   t,
 		fingerprint: fingerprint,
 		namespaces:  namespaces,
-		client:      &Client{Client: live, Cache: c, Config: cfg},
+		client:      &Client{Client: t.live, Cache: c, Config: cfg},
 		ctx:         ctx,
 		cancel:      cancel,
 	}, nil
@@ -406,7 +493,7 @@ func (f *ClientFactory) releaseLocked(user, keep string) {
 		}
 		delete(c.users, user)
 		if len(c.users) == 0 {
-			c.cancel()
+			f.retireLocked(c)
 			delete(f.connections, key)
 		}
 	}
@@ -416,9 +503,12 @@ func (f *ClientFactory) releaseLocked(user, keep string) {
 func (f *ClientFactory) Connections() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	keys := slices.Collect(maps.Keys(f.connections))
-	slices.Sort(keys)
-	return keys
+	var out []string
+	for _, c := range f.connections {
+		out = append(out, c.identity)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // kubeconfigError describes a kubeconfig that does not parse without the parser's message:
@@ -434,6 +524,36 @@ func kubeconfigError(err error) string {
 // cache needs those of the cached kinds, so it fails while Harvester does not answer).
 func newLazyMapper(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
 	return apiutil.NewDynamicRESTMapper(cfg, httpClient)
+}
+
+// slimCached trims what a connection's cache keeps of an object to what the provider reads of
+// it. Each connection caches every provider-made VM, VMI and volume of its target namespaces, so
+// N clusters with their own identities in one namespace hold N copies of each: at 1,000 machines
+// in 50 such clusters the whole objects took 1.2 GB of the manager's heap (docs/performance.md).
+// Managed fields go from every kind (nothing reads them, and an update without them leaves the
+// server's as they are); a VMI keeps its status and of its spec the networks and hostname (what
+// addresses are read with); a volume only its metadata (what a machine's deletion waits on).
+func slimCached(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *kubevirtv1.VirtualMachineInstance:
+		return &kubevirtv1.VirtualMachineInstance{
+			TypeMeta:   o.TypeMeta,
+			ObjectMeta: withoutManagedFields(o.ObjectMeta),
+			Spec:       kubevirtv1.VirtualMachineInstanceSpec{Hostname: o.Spec.Hostname, Subdomain: o.Spec.Subdomain, Networks: o.Spec.Networks},
+			Status:     o.Status,
+		}, nil
+	case *corev1.PersistentVolumeClaim:
+		return &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: withoutManagedFields(o.ObjectMeta)}, nil
+	case metav1.Object:
+		o.SetManagedFields(nil)
+		return obj, nil
+	}
+	return obj, nil
+}
+
+func withoutManagedFields(m metav1.ObjectMeta) metav1.ObjectMeta {
+	m.ManagedFields = nil
+	return m
 }
 
 // slimNode keeps of a cached host only its name, labels and schedulability.

@@ -26,6 +26,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -117,7 +118,7 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 		identity.Data = map[string][]byte{infrav1.IdentitySecretKey: kubeconfig}
 	}
 	get := func(g Gomega) *harvester.Client {
-		hc, err := f.Get(ctx, user, identity, namespace)
+		hc, err := f.Get(ctx, user, identity, namespace, "")
 		g.Expect(err).NotTo(HaveOccurred())
 		return hc
 	}
@@ -141,7 +142,7 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 		}
 		rotate()
 		if slow {
-			_, err := f.Get(ctx, user, identity, namespace)
+			_, err := f.Get(ctx, user, identity, namespace, "")
 			g.Expect(err).To(MatchError(harvester.ErrNotSynced), "rotation %d", i)
 			sim.Faults.Clear()
 			continue
@@ -155,15 +156,15 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 	for i := range 20 {
 		sim.Faults.Latency("virtualmachines", time.Second)
 		rotate()
-		_, err := f.Get(ctx, user, identity, namespace)
+		_, err := f.Get(ctx, user, identity, namespace, "")
 		g.Expect(err).To(MatchError(harvester.ErrNotSynced), "outage %d", i)
 		g.Expect(sim.StopAPI()).To(Succeed())
 		if i%2 == 0 {
 			rotate()
-			_, err := f.Get(ctx, user, identity, namespace)
+			_, err := f.Get(ctx, user, identity, namespace, "")
 			g.Expect(err).To(HaveOccurred(), "outage %d", i)
 		}
-		_, err = f.Get(ctx, user, identity, namespace)
+		_, err = f.Get(ctx, user, identity, namespace, "")
 		g.Expect(err).To(HaveOccurred(), "outage %d", i)
 		sim.Faults.Clear()
 		g.Expect(sim.StartAPI(ctx)).To(Succeed())
@@ -177,19 +178,19 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	otherIdentity.Data = map[string][]byte{infrav1.IdentitySecretKey: kubeconfig}
 	g.Expect(sim.StopAPI()).To(Succeed())
-	_, err = f.Get(ctx, other, otherIdentity, namespace)
+	_, err = f.Get(ctx, other, otherIdentity, namespace, "")
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(sim.StartAPI(ctx)).To(Succeed())
 	var first *harvester.Client
 	g.Eventually(func(g Gomega) {
-		first, err = f.Get(ctx, other, otherIdentity, namespace)
+		first, err = f.Get(ctx, other, otherIdentity, namespace, "")
 		g.Expect(err).NotTo(HaveOccurred())
 	}, 60*time.Second).Should(Succeed())
 
 	// A cache that stopped by itself is not handed out again: the next Get builds a new one.
-	g.Expect(f.StopCacheForTest(client.ObjectKeyFromObject(otherIdentity).String())).To(BeTrue())
+	g.Expect(f.StopCacheForTest(client.ObjectKeyFromObject(otherIdentity).String(), "")).To(BeTrue())
 	g.Eventually(func(g Gomega) {
-		hc, err := f.Get(ctx, other, otherIdentity, namespace)
+		hc, err := f.Get(ctx, other, otherIdentity, namespace, "")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(hc == first).To(BeFalse(), "the stopped connection is handed out again")
 		g.Expect(hc.Cache.List(ctx, &corev1.NodeList{})).To(Succeed())
@@ -318,14 +319,14 @@ func TestSilentHarvesterHoldsUpOnlyItsOwnIdentity(t *testing.T) {
 		Data: map[string][]byte{infrav1.IdentitySecretKey: working}}
 	// The working identity's connection first: it also tells that the factory runs.
 	g.Eventually(func() error {
-		_, err := f.Get(ctx, "ns/working-cluster", workingIdentity, "guests")
+		_, err := f.Get(ctx, "ns/working-cluster", workingIdentity, "guests", "")
 		return err
 	}, 60*time.Second).Should(Succeed())
 
 	silentDone := make(chan error, 1)
 	go func() {
 		_, err := f.Get(ctx, "ns/silent-cluster", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "silent"},
-			Data: map[string][]byte{infrav1.IdentitySecretKey: silentKubeconfig}}, "guests")
+			Data: map[string][]byte{infrav1.IdentitySecretKey: silentKubeconfig}}, "guests", "")
 		silentDone <- err
 	}()
 	g.Eventually(asked, 30*time.Second).Should(Receive(), "the silent Harvester is asked while its connection is built")
@@ -333,9 +334,68 @@ func TestSilentHarvesterHoldsUpOnlyItsOwnIdentity(t *testing.T) {
 	// Another user of the working identity: a Get that takes the factory's lock, which the silent
 	// identity's build must not hold.
 	g.Eventually(func(g Gomega) {
-		c, err := f.Get(ctx, "ns/working-machine", workingIdentity, "guests")
+		c, err := f.Get(ctx, "ns/working-machine", workingIdentity, "guests", "")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(c.Cache.List(ctx, &corev1.NodeList{})).To(Succeed())
 	}, 60*time.Second).Should(Succeed())
 	g.Expect(silentDone).NotTo(Receive(), "the silent identity's Get is still waiting for its Harvester")
+}
+
+// Clusters that share an identity Secret in one target namespace share its transport (one live
+// client, one guard) but each connection caches only its own cluster's objects: N clusters do not
+// make N copies of the namespace.
+func TestClustersOfOneIdentityCacheOnlyTheirOwnObjects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a simulated Harvester")
+	}
+	g := NewWithT(t)
+	ctrl.SetLogger(logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sim, err := harvestersim.Start(ctx, harvestersim.DefaultOptions())
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(sim.Stop()).To(Succeed()) }()
+	scheme, err := harvester.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	f := &harvester.ClientFactory{Scheme: scheme, QPS: 50, Burst: 100}
+	go func() { _ = f.Start(ctx) }()
+
+	kubeconfig, err := sim.Kubeconfig(ctx, harvestersim.ProviderIdentityNamespace, harvestersim.ProviderIdentityName, "", time.Hour)
+	g.Expect(err).NotTo(HaveOccurred())
+	identity := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "identity"},
+		Data: map[string][]byte{infrav1.IdentitySecretKey: kubeconfig}}
+	const namespace = "guests"
+	for _, cluster := range []string{"ns.a", "ns.b"} {
+		vm := harvestersim.SampleVM(namespace, "vm-"+strings.ReplaceAll(cluster, ".", "-"), "")
+		vm.Labels = map[string]string{harvester.LabelManagedBy: harvester.ManagedByValue, harvester.LabelCluster: cluster}
+		g.Expect(sim.Env.Client.Create(ctx, vm)).To(Succeed())
+	}
+
+	var a, b *harvester.Client
+	g.Eventually(func(g Gomega) {
+		a, err = f.Get(ctx, "HarvesterCluster/ns/a", identity, namespace, "ns.a")
+		g.Expect(err).NotTo(HaveOccurred())
+		b, err = f.Get(ctx, "HarvesterCluster/ns/b", identity, namespace, "ns.b")
+		g.Expect(err).NotTo(HaveOccurred())
+	}, 30*time.Second).Should(Succeed())
+	g.Expect(a.Client).To(BeIdenticalTo(b.Client), "one live client (one guard, one HTTP client) per identity")
+	g.Expect(a.Cache).NotTo(BeIdenticalTo(b.Cache))
+	g.Expect(f.Connections()).To(Equal([]string{"ns/identity"}))
+
+	names := func(c cache.Cache) []string {
+		vms := &kubevirtv1.VirtualMachineList{}
+		g.Expect(c.List(ctx, vms, client.InNamespace(namespace))).To(Succeed())
+		var out []string
+		for _, vm := range vms.Items {
+			out = append(out, vm.Name)
+		}
+		return out
+	}
+	g.Expect(names(a.Cache)).To(ConsistOf("vm-ns-a"))
+	g.Expect(names(b.Cache)).To(ConsistOf("vm-ns-b"))
+
+	f.Release("HarvesterCluster/ns/a")
+	g.Expect(f.Connections()).To(Equal([]string{"ns/identity"}), "cluster b still uses the identity")
+	f.Release("HarvesterCluster/ns/b")
+	g.Expect(f.Connections()).To(BeEmpty())
 }

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
 // A kubeconfig that does not parse must not have its content echoed into conditions: YAML
@@ -43,7 +45,7 @@ func TestFactoryReleasesConnectionsNoLongerUsed(t *testing.T) {
 	g := NewWithT(t)
 	stopped := map[string]bool{}
 	conn := func(name string, users ...string) *connection {
-		c := &connection{users: map[string]string{}, cancel: func() { stopped[name] = true }}
+		c := &connection{identity: name, users: map[string]string{}, cancel: func() { stopped[name] = true }}
 		for _, u := range users {
 			c.users[u] = "guests"
 		}
@@ -66,6 +68,42 @@ func TestFactoryReleasesConnectionsNoLongerUsed(t *testing.T) {
 	g.Expect(f.Connections()).To(BeEmpty())
 	g.Expect(stopped).To(HaveKey("ns/new"))
 
-	_, err := f.Get(context.Background(), "x", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "empty"}}, "guests")
+	_, err := f.Get(context.Background(), "x", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "empty"}}, "guests", "")
 	g.Expect(errors.Is(err, ErrInvalidKubeconfig)).To(BeTrue())
+}
+
+func TestCachedObjectsKeepWhatTheProviderReads(t *testing.T) {
+	g := NewWithT(t)
+	managed := []metav1.ManagedFieldsEntry{{Manager: "virt-controller", Operation: metav1.ManagedFieldsOperationUpdate}}
+	meta := metav1.ObjectMeta{Namespace: "guests", Name: "m-1", UID: "u", ResourceVersion: "7",
+		Labels: map[string]string{LabelManagedBy: ManagedByValue}, Finalizers: []string{"f"}, ManagedFields: managed}
+
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: *meta.DeepCopy(),
+		Spec: kubevirtv1.VirtualMachineInstanceSpec{Hostname: "m-1", Networks: []kubevirtv1.Network{{Name: "nic-0"}},
+			Volumes: []kubevirtv1.Volume{{Name: "disk-0"}}},
+		Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, NodeName: "host-1",
+			Interfaces: []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "nic-0", IP: "10.0.0.5"}}},
+	}
+	out, err := slimCached(vmi)
+	g.Expect(err).NotTo(HaveOccurred())
+	slim := out.(*kubevirtv1.VirtualMachineInstance)
+	g.Expect(slim.Status).To(Equal(vmi.Status), "the status is what machines read: phase, host, addresses, conditions")
+	g.Expect(slim.Spec.Hostname).To(Equal("m-1"))
+	g.Expect(slim.Spec.Networks).To(Equal(vmi.Spec.Networks))
+	g.Expect(slim.Spec.Volumes).To(BeEmpty())
+	g.Expect(slim.ManagedFields).To(BeNil())
+	g.Expect(slim.Labels).To(Equal(meta.Labels))
+	g.Expect(slim.UID).To(Equal(meta.UID))
+
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: *meta.DeepCopy(), Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}}
+	out, err = slimCached(pvc)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out.(*corev1.PersistentVolumeClaim).ObjectMeta).To(Equal(withoutManagedFields(meta)), "a machine's deletion reads a volume's labels and deletion")
+	g.Expect(out.(*corev1.PersistentVolumeClaim).Spec).To(BeZero())
+
+	vm := &kubevirtv1.VirtualMachine{ObjectMeta: *meta.DeepCopy(), Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: ptr.To(kubevirtv1.RunStrategyAlways)}}
+	out, err = slimCached(vm)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out.(*kubevirtv1.VirtualMachine).ManagedFields).To(BeNil())
+	g.Expect(out.(*kubevirtv1.VirtualMachine).Spec).To(Equal(vm.Spec), "a VM is kept whole but for its managed fields")
 }

@@ -30,8 +30,10 @@ func (s *GuestVolumeService) Delete(ctx context.Context, namespace string, names
 	if len(names) == 0 {
 		return nil, nil
 	}
+	// Live, and every VM of the namespace: the cache holds only this cluster's (see
+	// cacheSelection), and a volume may be attached to any VM, ours or not.
 	vms := &kubevirtv1.VirtualMachineList{}
-	if err := s.C.Cache.List(ctx, vms, client.InNamespace(namespace)); err != nil {
+	if err := s.C.List(ctx, vms, client.InNamespace(namespace)); err != nil {
 		return nil, ClassifyError(err, "listing the VMs")
 	}
 	inUse := map[string]string{}
