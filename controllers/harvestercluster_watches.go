@@ -69,34 +69,33 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 // (which waits for them to go; a live cluster has nothing to do on their changes).
 func (r *HarvesterClusterReconciler) loadBalancerToCluster(ctx context.Context, obj client.Object) []reconcile.Request {
 	if guest := obj.GetLabels()[harvester.LabelLBCluster]; guest != "" {
-		return r.guestLoadBalancerToCluster(ctx, obj, guest)
+		return r.clustersWhere(ctx, func(hc *infrav1.HarvesterCluster) bool {
+			name := hc.Labels[clusterv1.ClusterNameLabel]
+			return !hc.DeletionTimestamp.IsZero() && hc.Spec.TargetNamespace == obj.GetNamespace() &&
+				name != "" && harvester.LabelValue(harvester.ClusterID(hc.Namespace, name)) == guest
+		})
 	}
 	id := obj.GetLabels()[harvester.LabelCluster]
 	if id == "" {
 		return nil
 	}
-	var reqs []reconcile.Request
-	for _, req := range r.allClusters(ctx, obj) {
-		hc := &infrav1.HarvesterCluster{}
-		if err := r.Client.Get(ctx, req.NamespacedName, hc); err != nil {
-			continue
-		}
-		if name := hc.Labels[clusterv1.ClusterNameLabel]; name != "" && harvester.ClusterID(hc.Namespace, name) == id {
-			reqs = append(reqs, req)
-		}
-	}
-	return reqs
+	return r.clustersWhere(ctx, func(hc *infrav1.HarvesterCluster) bool {
+		name := hc.Labels[clusterv1.ClusterNameLabel]
+		return name != "" && harvester.ClusterID(hc.Namespace, name) == id
+	})
 }
 
-func (r *HarvesterClusterReconciler) guestLoadBalancerToCluster(ctx context.Context, obj client.Object, guest string) []reconcile.Request {
+// clustersWhere returns the HarvesterClusters match holds for, read from the cache without
+// copies: every load balancer event of every connection maps through it.
+func (r *HarvesterClusterReconciler) clustersWhere(ctx context.Context, match func(*infrav1.HarvesterCluster) bool) []reconcile.Request {
+	list := &infrav1.HarvesterClusterList{}
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
 	var reqs []reconcile.Request
-	for _, req := range r.allClusters(ctx, obj) {
-		hc := &infrav1.HarvesterCluster{}
-		if err := r.Client.Get(ctx, req.NamespacedName, hc); err != nil || hc.DeletionTimestamp.IsZero() || hc.Spec.TargetNamespace != obj.GetNamespace() {
-			continue
-		}
-		if name := hc.Labels[clusterv1.ClusterNameLabel]; name != "" && harvester.LabelValue(harvester.ClusterID(hc.Namespace, name)) == guest {
-			reqs = append(reqs, req)
+	for i := range list.Items {
+		if match(&list.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
 	return reqs

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -64,6 +65,10 @@ type HarvesterMachineReconciler struct {
 	WatchFilterValue string
 
 	controller controller.Controller
+	// readBeforeWrite holds, by machine, the resourceVersion a reconcile read before its own
+	// write made a newer one: until the cache has moved past it, a reconcile would work from a
+	// version its status patch is bound to conflict with (see staleRead).
+	readBeforeWrite sync.Map // types.NamespacedName -> string
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=harvestermachines;harvestermachines/status;harvestermachines/finalizers,verbs=get;list;watch;update;patch
@@ -257,7 +262,15 @@ func (r *HarvesterMachineReconciler) machinesOfCluster(ctx context.Context, name
 func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	hm := &infrav1.HarvesterMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, hm); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.readBeforeWrite.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.staleRead(hm) {
+		// Another event came before the cache had this reconciler's own last write: the work
+		// waits for it rather than writing a status patch that would conflict and a live read.
+		return ctrl.Result{RequeueAfter: staleReadRetry}, nil
 	}
 	machine, err := util.GetOwnerMachine(ctx, r.Client, hm.ObjectMeta)
 	if err != nil {
@@ -575,11 +588,14 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 	base := before.DeepCopy()
 	spec := hm.DeepCopy()
 	spec.Status = before.Status
+	written := "" // the server's version after this patch's last successful write
+	defer func() { r.wroteOver(before, written) }()
 	if !equality.Semantic.DeepEqual(before, spec) {
 		if err := r.Client.Patch(ctx, spec, client.MergeFrom(before.DeepCopy())); err != nil {
 			return ignoreGone(err, hm)
 		}
 		base = spec // the server's version after the patch
+		written = spec.ResourceVersion
 	}
 	if equality.Semantic.DeepEqual(before.Status, hm.Status) {
 		return nil
@@ -588,7 +604,9 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 	if equality.Semantic.DeepEqual(base.Status, before.Status) {
 		changed := base.DeepCopy()
 		changed.Status = hm.Status
-		err = r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if err = r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err == nil {
+			written = changed.ResourceVersion
+		}
 	}
 	if (apierrors.IsConflict(err) || errors.Is(err, errStatusMovedOn)) && r.APIReader != nil {
 		latest := &infrav1.HarvesterMachine{}
@@ -596,13 +614,39 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 			equality.Semantic.DeepEqual(latest.Status, before.Status) {
 			changed := latest.DeepCopy()
 			changed.Status = hm.Status
-			err = r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(latest, client.MergeFromWithOptimisticLock{}))
+			if err = r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(latest, client.MergeFromWithOptimisticLock{})); err == nil {
+				written = changed.ResourceVersion
+			}
 		}
 	}
 	if errors.Is(err, errStatusMovedOn) {
 		return apierrors.NewConflict(infrav1.GroupVersion.WithResource("harvestermachines").GroupResource(), hm.Name, err)
 	}
 	return ignoreGone(err, hm)
+}
+
+// staleRead tells whether hm, as read from the cache, is the version a reconcile read before its
+// own successful write, that is, whether the cache has not caught up with that write yet.
+func (r *HarvesterMachineReconciler) staleRead(hm *infrav1.HarvesterMachine) bool {
+	key := client.ObjectKeyFromObject(hm)
+	v, ok := r.readBeforeWrite.Load(key)
+	if !ok {
+		return false
+	}
+	if v == hm.ResourceVersion {
+		return true
+	}
+	r.readBeforeWrite.Delete(key)
+	return false
+}
+
+// wroteOver records that a write of this reconcile left the machine, read at before, at version
+// written on the server; a write the server made nothing of (same version) records nothing, so
+// that no reconcile waits for a version that never comes.
+func (r *HarvesterMachineReconciler) wroteOver(before *infrav1.HarvesterMachine, written string) {
+	if written != "" && written != before.ResourceVersion {
+		r.readBeforeWrite.Store(client.ObjectKeyFromObject(before), before.ResourceVersion)
+	}
 }
 
 // errStatusMovedOn: the status on the server is no longer the one the reconcile read.

@@ -141,3 +141,50 @@ func TestSetPausedCondition(t *testing.T) {
 		})
 	}
 }
+
+// A reconcile that reads, from the cache, the version its own reconciler's last write replaced
+// waits for the cache instead of patching from it (it would conflict, and read live).
+func TestMachineReconcileWaitsForItsOwnWriteInTheCache(t *testing.T) {
+	ctx := context.Background()
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hm := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(hm).WithStatusSubresource(hm).Build()
+	r := &HarvesterMachineReconciler{Client: c}
+	read := func() *infrav1.HarvesterMachine {
+		t.Helper()
+		got := &infrav1.HarvesterMachine{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(hm), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	old := read()
+	if r.staleRead(old) {
+		t.Fatal("nothing written yet, and the read is stale")
+	}
+	changed := old.DeepCopy()
+	changed.Status.Initialization.Provisioned = ptr.To(true)
+	if err := r.patch(ctx, old, changed); err != nil {
+		t.Fatal(err)
+	}
+	if !r.staleRead(old.DeepCopy()) {
+		t.Error("the version read before the write is not taken for stale")
+	}
+	if r.staleRead(read()) {
+		t.Error("the written version is taken for stale")
+	}
+	if r.staleRead(old.DeepCopy()) {
+		t.Error("once the cache had the write, the record must go: the cache never goes back")
+	}
+
+	// A patch the server makes nothing of leaves the version as it was: nothing to wait for.
+	same := read()
+	r.wroteOver(same, same.ResourceVersion)
+	if r.staleRead(same) {
+		t.Error("a write that changed nothing makes the read stale: the machine would wait forever")
+	}
+}

@@ -58,23 +58,10 @@ func (s countedSource) Start(ctx context.Context, queue workqueue.TypedRateLimit
 // watch outlives its cache, including caches torn down before they synced; and a connection
 // whose cache failed or stopped is rebuilt by the next Get.
 func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a simulated Harvester")
-	}
 	g := NewWithT(t)
-	ctrl.SetLogger(logr.Discard())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	sim, err := harvestersim.Start(ctx, harvestersim.DefaultOptions())
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(sim.Stop()).To(Succeed()) }()
+	f := &harvester.ClientFactory{QPS: 50, Burst: 100, SyncTimeout: 300 * time.Millisecond}
+	ctx, sim := startFactory(t, g, f)
 	proxyPort := proxyPortOf(g, sim.APIServerURL())
-
-	scheme, err := harvester.NewScheme()
-	g.Expect(err).NotTo(HaveOccurred())
-	f := &harvester.ClientFactory{Scheme: scheme, QPS: 50, Burst: 100, SyncTimeout: 300 * time.Millisecond}
-	go func() { _ = f.Start(ctx) }()
 
 	// A real controller, started before the first connection: it starts the watches added later
 	// with its own context, as the manager's controllers do.
@@ -345,20 +332,9 @@ func TestSilentHarvesterHoldsUpOnlyItsOwnIdentity(t *testing.T) {
 // client, one guard) but each connection caches only its own cluster's objects: N clusters do not
 // make N copies of the namespace.
 func TestClustersOfOneIdentityCacheOnlyTheirOwnObjects(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a simulated Harvester")
-	}
 	g := NewWithT(t)
-	ctrl.SetLogger(logr.Discard())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sim, err := harvestersim.Start(ctx, harvestersim.DefaultOptions())
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(sim.Stop()).To(Succeed()) }()
-	scheme, err := harvester.NewScheme()
-	g.Expect(err).NotTo(HaveOccurred())
-	f := &harvester.ClientFactory{Scheme: scheme, QPS: 50, Burst: 100}
-	go func() { _ = f.Start(ctx) }()
+	f := &harvester.ClientFactory{QPS: 50, Burst: 100}
+	ctx, sim := startFactory(t, g, f)
 
 	kubeconfig, err := sim.Kubeconfig(ctx, harvestersim.ProviderIdentityNamespace, harvestersim.ProviderIdentityName, "", time.Hour)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -398,4 +374,22 @@ func TestClustersOfOneIdentityCacheOnlyTheirOwnObjects(t *testing.T) {
 	g.Expect(f.Connections()).To(Equal([]string{"ns/identity"}), "cluster b still uses the identity")
 	f.Release("HarvesterCluster/ns/b")
 	g.Expect(f.Connections()).To(BeEmpty())
+}
+
+// startFactory starts a simulated Harvester and f (with the Harvester scheme) until the test
+// ends; it skips the test under -short.
+func startFactory(t *testing.T, g Gomega, f *harvester.ClientFactory) (context.Context, *harvestersim.Harvester) {
+	if testing.Short() {
+		t.Skip("starts a simulated Harvester")
+	}
+	ctrl.SetLogger(logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sim, err := harvestersim.Start(ctx, harvestersim.DefaultOptions())
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { g.Expect(sim.Stop()).To(Succeed()) })
+	f.Scheme, err = harvester.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	go func() { _ = f.Start(ctx) }()
+	return ctx, sim
 }

@@ -659,8 +659,9 @@ func waitProvisioned(ctx context.Context, tb *bed.Bed, prefix string, machines i
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(ctx context.Context) (bool, error) {
 		hms := &infrav1.HarvesterMachineList{}
 		// From the bed manager's cache: a live LIST of every HarvesterMachine ten times a second
-		// loaded the management apiserver the provider is being measured against.
-		if err := tb.Management.Manager.GetClient().List(ctx, hms); err != nil {
+		// loaded the management apiserver the provider is being measured against; and without
+		// copies, which took 10% of the bed's CPU at 1,000 machines.
+		if err := tb.Management.Manager.GetClient().List(ctx, hms, client.UnsafeDisableDeepCopy); err != nil {
 			return false, err
 		}
 		names = names[:0]
@@ -683,7 +684,7 @@ func waitDeleted(ctx context.Context, tb *bed.Bed) error {
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(ctx context.Context) (bool, error) {
 		clusters, hcs, hms := &clusterv1.ClusterList{}, &infrav1.HarvesterClusterList{}, &infrav1.HarvesterMachineList{}
 		for _, l := range []client.ObjectList{clusters, hcs, hms} {
-			if err := tb.Management.Manager.GetClient().List(ctx, l); err != nil {
+			if err := tb.Management.Manager.GetClient().List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 				return false, err
 			}
 		}

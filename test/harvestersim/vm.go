@@ -306,7 +306,8 @@ func (r *vmReconciler) delete(ctx context.Context, vm *kubevirtv1.VirtualMachine
 
 // deleteOwned deletes the objects of a list kind in namespace that name owner among their owners.
 func deleteOwned(ctx context.Context, c client.Client, namespace string, owner types.UID, list client.ObjectList) error {
-	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	// The cache's own objects, not copies: they are only read, and named in the deletes.
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	var objs []client.Object
@@ -400,7 +401,8 @@ func (r *pvcReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 
 func (r *pvcReconciler) inUse(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (bool, error) {
 	vmis := &kubevirtv1.VirtualMachineInstanceList{}
-	if err := r.List(ctx, vmis, client.InNamespace(pvc.Namespace)); err != nil {
+	// Read only: no copy of every VMI of the namespace for each volume event.
+	if err := r.List(ctx, vmis, client.InNamespace(pvc.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return false, err
 	}
 	for _, vmi := range vmis.Items {

@@ -58,7 +58,8 @@ func (r *vmiReconciler) setup(mgr ctrl.Manager) error {
 
 func (r *vmiReconciler) unscheduled(ctx context.Context, _ client.Object) []reconcile.Request {
 	vmis := &kubevirtv1.VirtualMachineInstanceList{}
-	if err := r.List(ctx, vmis); err != nil {
+	// Read only: no copy of every VMI for each host event.
+	if err := r.List(ctx, vmis, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
