@@ -36,14 +36,7 @@ func TestMachinePatchWritesSpecThenStatusLocked(t *testing.T) {
 		},
 	})
 	r := &HarvesterMachineReconciler{Client: c}
-	read := func() *infrav1.HarvesterMachine {
-		t.Helper()
-		got := &infrav1.HarvesterMachine{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(hm), got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	read := func() *infrav1.HarvesterMachine { t.Helper(); return readMachine(t, c, hm) }
 
 	// Conditions, the rest of the status and the spec, all changed: two writes, spec first (a
 	// manager that dies in between leaves a providerID without the provisioned flag, never the
@@ -153,14 +146,7 @@ func TestMachineReconcileWaitsForItsOwnWriteInTheCache(t *testing.T) {
 	hm := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(hm).WithStatusSubresource(hm).Build()
 	r := &HarvesterMachineReconciler{Client: c}
-	read := func() *infrav1.HarvesterMachine {
-		t.Helper()
-		got := &infrav1.HarvesterMachine{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(hm), got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	read := func() *infrav1.HarvesterMachine { t.Helper(); return readMachine(t, c, hm) }
 
 	old := read()
 	if r.staleRead(old) {
@@ -187,4 +173,14 @@ func TestMachineReconcileWaitsForItsOwnWriteInTheCache(t *testing.T) {
 	if r.staleRead(same) {
 		t.Error("a write that changed nothing makes the read stale: the machine would wait forever")
 	}
+}
+
+// readMachine reads hm's current version from c.
+func readMachine(t *testing.T, c client.Client, hm *infrav1.HarvesterMachine) *infrav1.HarvesterMachine {
+	t.Helper()
+	got := &infrav1.HarvesterMachine{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(hm), got); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
