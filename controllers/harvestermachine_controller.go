@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -65,10 +66,11 @@ type HarvesterMachineReconciler struct {
 	WatchFilterValue string
 
 	controller controller.Controller
-	// readBeforeWrite holds, by machine, the resourceVersion a reconcile read before its own
-	// write made a newer one: until the cache has moved past it, a reconcile would work from a
-	// version its status patch is bound to conflict with (see staleRead).
-	readBeforeWrite sync.Map // types.NamespacedName -> string
+	// superseded holds, by machine, the resourceVersions a reconcile's own writes left behind
+	// (the one it read, and the one its metadata patch made when a status patch followed): until
+	// the cache has moved past them, a reconcile would work from a version its status patch is
+	// bound to conflict with (see staleRead).
+	superseded sync.Map // types.NamespacedName -> []string
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=harvestermachines;harvestermachines/status;harvestermachines/finalizers,verbs=get;list;watch;update;patch
@@ -263,7 +265,7 @@ func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	hm := &infrav1.HarvesterMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, hm); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.readBeforeWrite.Delete(req.NamespacedName)
+			r.superseded.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -588,14 +590,17 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 	base := before.DeepCopy()
 	spec := hm.DeepCopy()
 	spec.Status = before.Status
-	written := "" // the server's version after this patch's last successful write
-	defer func() { r.wroteOver(before, written) }()
+	// The server's versions this patch wrote over (its reads and its own intermediate writes),
+	// and its last successful write.
+	var over []string
+	written := ""
+	defer func() { r.wroteOver(client.ObjectKeyFromObject(hm), over, written) }()
 	if !equality.Semantic.DeepEqual(before, spec) {
 		if err := r.Client.Patch(ctx, spec, client.MergeFrom(before.DeepCopy())); err != nil {
 			return ignoreGone(err, hm)
 		}
 		base = spec // the server's version after the patch
-		written = spec.ResourceVersion
+		over, written = append(over, before.ResourceVersion), spec.ResourceVersion
 	}
 	if equality.Semantic.DeepEqual(before.Status, hm.Status) {
 		return nil
@@ -605,7 +610,7 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 		changed := base.DeepCopy()
 		changed.Status = hm.Status
 		if err = r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err == nil {
-			written = changed.ResourceVersion
+			over, written = append(over, before.ResourceVersion, base.ResourceVersion), changed.ResourceVersion
 		}
 	}
 	if (apierrors.IsConflict(err) || errors.Is(err, errStatusMovedOn)) && r.APIReader != nil {
@@ -615,7 +620,7 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 			changed := latest.DeepCopy()
 			changed.Status = hm.Status
 			if err = r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(latest, client.MergeFromWithOptimisticLock{})); err == nil {
-				written = changed.ResourceVersion
+				over, written = append(over, before.ResourceVersion, latest.ResourceVersion), changed.ResourceVersion
 			}
 		}
 	}
@@ -625,27 +630,28 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 	return ignoreGone(err, hm)
 }
 
-// staleRead tells whether hm, as read from the cache, is the version a reconcile read before its
-// own successful write, that is, whether the cache has not caught up with that write yet.
+// staleRead tells whether hm, as read from the cache, is a version this reconciler's own
+// writes have superseded, that is, whether the cache has not caught up with its last write yet.
 func (r *HarvesterMachineReconciler) staleRead(hm *infrav1.HarvesterMachine) bool {
 	key := client.ObjectKeyFromObject(hm)
-	v, ok := r.readBeforeWrite.Load(key)
+	v, ok := r.superseded.Load(key)
 	if !ok {
 		return false
 	}
-	if v == hm.ResourceVersion {
+	if slices.Contains(v.([]string), hm.ResourceVersion) {
 		return true
 	}
-	r.readBeforeWrite.Delete(key)
+	r.superseded.Delete(key)
 	return false
 }
 
-// wroteOver records that a write of this reconcile left the machine, read at before, at version
-// written on the server; a write the server made nothing of (same version) records nothing, so
-// that no reconcile waits for a version that never comes.
-func (r *HarvesterMachineReconciler) wroteOver(before *infrav1.HarvesterMachine, written string) {
-	if written != "" && written != before.ResourceVersion {
-		r.readBeforeWrite.Store(client.ObjectKeyFromObject(before), before.ResourceVersion)
+// wroteOver records that the writes of a reconcile replaced the versions over with the
+// version written on the server; versions equal to written (a write the server made nothing
+// of) are not recorded, so that no reconcile waits for a version that never comes.
+func (r *HarvesterMachineReconciler) wroteOver(key types.NamespacedName, over []string, written string) {
+	over = slices.DeleteFunc(slices.Compact(over), func(v string) bool { return v == "" || v == written })
+	if written != "" && len(over) > 0 {
+		r.superseded.Store(key, over)
 	}
 }
 

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -169,9 +171,39 @@ func TestMachineReconcileWaitsForItsOwnWriteInTheCache(t *testing.T) {
 
 	// A patch the server makes nothing of leaves the version as it was: nothing to wait for.
 	same := read()
-	r.wroteOver(same, same.ResourceVersion)
+	r.wroteOver(client.ObjectKeyFromObject(same), []string{same.ResourceVersion}, same.ResourceVersion)
 	if r.staleRead(same) {
 		t.Error("a write that changed nothing makes the read stale: the machine would wait forever")
+	}
+
+	// A reconcile that writes the metadata (a finalizer) and then the status leaves two versions
+	// behind: the one it read and the one its metadata patch made. The cache may deliver the
+	// second before the last; a reconcile from it would conflict too.
+	first := read()
+	both := first.DeepCopy()
+	both.Finalizers = append(both.Finalizers, infrav1.MachineFinalizer)
+	both.Status.Initialization.Provisioned = ptr.To(false)
+	if err := r.patch(ctx, first, both); err != nil {
+		t.Fatal(err)
+	}
+	last := read()
+	// The fake client counts versions up by one per write: the metadata patch made last-1.
+	v, err := strconv.Atoi(last.ResourceVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	intermediate := last.DeepCopy()
+	intermediate.ResourceVersion = strconv.Itoa(v - 1)
+	if intermediate.ResourceVersion == first.ResourceVersion || !slices.Contains(last.Finalizers, infrav1.MachineFinalizer) {
+		t.Fatalf("the patch did not write metadata and status apart: read %s, last %s", first.ResourceVersion, last.ResourceVersion)
+	}
+	for _, stale := range []*infrav1.HarvesterMachine{first, intermediate} {
+		if !r.staleRead(stale.DeepCopy()) {
+			t.Errorf("version %s, which the reconcile's writes left behind, is not taken for stale (last %s)", stale.ResourceVersion, last.ResourceVersion)
+		}
+	}
+	if r.staleRead(last) {
+		t.Error("the last written version is taken for stale")
 	}
 }
 
