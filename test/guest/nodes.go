@@ -37,6 +37,8 @@ const TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 // marks it NotReady when the VMI goes away.
 type NodeAgent struct {
 	harvester client.Client
+	// vmis reads VMIs: the cache of the manager the agent runs on (the direct client until then).
+	vmis client.Reader
 
 	// StartKubeadm, when set, brings up the control plane of a cluster whose first VM runs
 	// `kubeadm init` (the bed sets it to StartKubeadm and stops what it starts).
@@ -53,6 +55,14 @@ type NodeAgent struct {
 	// look; kick wakes them at once when a guest or a management cluster is added.
 	waiting map[types.NamespacedName]time.Duration
 	kick    chan event.GenericEvent
+	// userDataOf is each running VMI's user data, read once as cloud-init reads it at boot:
+	// a VMI that waits to join does not reread its Secret on every look.
+	userDataOf map[types.NamespacedName]bootUserData
+}
+
+type bootUserData struct {
+	uid  types.UID
+	data []byte
 }
 
 // A VMI with nothing to join looks again after firstWait, then twice as long each time, at most
@@ -70,8 +80,9 @@ const (
 
 // NewNodeAgent returns an agent reading VMIs with harvester and bootstrap data with management.
 func NewNodeAgent(harvester, management client.Client) *NodeAgent {
-	return &NodeAgent{harvester: harvester, managements: []client.Client{management},
-		waiting: map[types.NamespacedName]time.Duration{}, kick: make(chan event.GenericEvent, kickBuffer)}
+	return &NodeAgent{harvester: harvester, vmis: harvester, managements: []client.Client{management},
+		waiting: map[types.NamespacedName]time.Duration{}, kick: make(chan event.GenericEvent, kickBuffer),
+		userDataOf: map[types.NamespacedName]bootUserData{}}
 }
 
 // backoff records that the VMI req had nothing to join and returns how long it waits.
@@ -152,6 +163,7 @@ func (a *NodeAgent) RemoveGuest(c *Cluster) {
 
 // SetupWithManager runs the agent on the simulated Harvester's manager.
 func (a *NodeAgent) SetupWithManager(mgr ctrl.Manager) error {
+	a.vmis = mgr.GetClient()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("guest-node-agent").
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 4}).
@@ -163,9 +175,12 @@ func (a *NodeAgent) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile registers or updates the Node of one VMI.
 func (a *NodeAgent) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	vmi := &kubevirtv1.VirtualMachineInstance{}
-	err := a.harvester.Get(ctx, req.NamespacedName, vmi)
+	err := a.vmis.Get(ctx, req.NamespacedName, vmi)
 	if apierrors.IsNotFound(err) || (err == nil && vmi.DeletionTimestamp != nil) {
 		a.done(req.NamespacedName)
+		a.mu.Lock()
+		delete(a.userDataOf, req.NamespacedName)
+		a.mu.Unlock()
 		return ctrl.Result{}, a.stopped(ctx, req.Name)
 	}
 	if err != nil {
@@ -285,8 +300,27 @@ func isBootstrapSecret(s *corev1.Secret) bool {
 	return s.Type == "cluster.x-k8s.io/secret" && len(s.Data["value"]) > 0 && !strings.HasSuffix(s.Name, "-kubeconfig")
 }
 
-// userData reads the VMI's cloud-init user data Secret, or nil when it has none.
+// userData is the VMI's cloud-init user data, inline or from its Secret (read once per VMI), or nil
+// when it has none.
 func (a *NodeAgent) userData(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) ([]byte, error) {
+	key := client.ObjectKeyFromObject(vmi)
+	a.mu.Lock()
+	known, ok := a.userDataOf[key]
+	a.mu.Unlock()
+	if ok && known.uid == vmi.UID {
+		return known.data, nil
+	}
+	data, err := a.readUserData(ctx, vmi)
+	if err == nil && data != nil {
+		a.mu.Lock()
+		a.userDataOf[key] = bootUserData{uid: vmi.UID, data: data}
+		a.mu.Unlock()
+	}
+	return data, err
+}
+
+// readUserData reads a VMI's cloud-init user data, inline or from its Secret.
+func (a *NodeAgent) readUserData(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) ([]byte, error) {
 	for _, v := range vmi.Spec.Volumes {
 		var ref *corev1.LocalObjectReference
 		var inline string

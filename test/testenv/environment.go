@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -45,6 +46,9 @@ type Options struct {
 	SetupWebhooks      func(ctrl.Manager) error
 	// UncachedObjects are kinds the manager's client reads live, as the real manager's does.
 	UncachedObjects []client.Object
+	// CacheUnstructured makes the manager's client read unstructured objects from its cache, as
+	// Cluster API's managers do (they read infrastructure and bootstrap objects that way).
+	CacheUnstructured bool
 	// ConfigureAPIServer, when set, shapes the kube-apiserver before it starts (listen address,
 	// certificates, authentication, flags).
 	ConfigureAPIServer func(*envtest.APIServer) error
@@ -103,6 +107,11 @@ func Start(o Options) (*Environment, error) {
 		env.ControlPlane.GetAPIServer().Out = os.Stderr
 		env.ControlPlane.GetAPIServer().Err = os.Stderr
 	}
+	if dir := os.Getenv("TEST_APISERVER_AUDIT_DIR"); dir != "" {
+		if err := auditTo(env.ControlPlane.GetAPIServer(), dir, o.Name); err != nil {
+			return nil, err
+		}
+	}
 	if o.ConfigureAPIServer != nil {
 		if err := o.ConfigureAPIServer(env.ControlPlane.GetAPIServer()); err != nil {
 			return nil, fmt.Errorf("configuring the %s apiserver: %w", o.Name, err)
@@ -130,7 +139,7 @@ func (e *Environment) init(o Options) error {
 	wio := &e.env.WebhookInstallOptions
 	e.Manager, err = ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:  o.Scheme,
-		Client:  client.Options{Cache: &client.CacheOptions{DisableFor: o.UncachedObjects}},
+		Client:  client.Options{Cache: &client.CacheOptions{DisableFor: o.UncachedObjects, Unstructured: o.CacheUnstructured}},
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    wio.LocalServingHost,
@@ -220,4 +229,39 @@ func (e *Environment) Kubeconfig() ([]byte, error) {
 		Contexts:       map[string]*clientcmdapi.Context{e.Name: {Cluster: e.Name, AuthInfo: "admin"}},
 		CurrentContext: e.Name,
 	})
+}
+
+// auditPolicy logs who reads and writes Cluster API's and the providers' objects (metadata
+// only): enough to count requests by user agent, verb, version and outcome.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  resources:
+  - group: cluster.x-k8s.io
+  - group: infrastructure.cluster.x-k8s.io
+  - group: bootstrap.cluster.x-k8s.io
+  - group: controlplane.cluster.x-k8s.io
+  - group: kubevirt.io
+  - group: loadbalancer.harvesterhci.io
+- level: None
+`
+
+// auditTo makes an apiserver write its audit log to dir/<name>-audit.log (TEST_APISERVER_AUDIT_DIR,
+// for finding which client makes which requests in a bench or a failing test).
+func auditTo(s *envtest.APIServer, dir, name string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		return err
+	}
+	args := s.Configure()
+	args.Set("audit-policy-file", policy)
+	args.Set("audit-log-path", filepath.Join(dir, name+"-audit.log"))
+	args.Set("audit-log-format", "json")
+	args.Set("audit-log-mode", "batch")
+	return nil
 }

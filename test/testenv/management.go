@@ -103,6 +103,10 @@ func ManagementOptions() (Options, error) {
 		SetupWebhooks:      setupManagementWebhooks,
 		// As the provider's and CAPI's managers read them.
 		UncachedObjects: controllers.UncachedObjects(),
+		// CAPI's managers read providers' objects from their caches (internal/setup's
+		// ManagerClientOptions); live reads made the bed's CAPI core cost the management
+		// apiserver a GET per infrastructure object on every Machine and MachineSet reconcile.
+		CacheUnstructured: true,
 	}, nil
 }
 
