@@ -121,7 +121,7 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 
 .PHONY: test
 test: verify-generated envtest providers ipam-provider images ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
-	IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+	E2E_TIMINGS=$(ROOT)/out/e2e-timings.md IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 
 TEST_FUZZTIME ?= 4s

@@ -4,10 +4,16 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
@@ -53,4 +59,27 @@ var _ = AfterSuite(func() {
 	if testBed != nil {
 		Expect(testBed.Stop(ctx)).To(Succeed())
 	}
+})
+
+// The suite's slowest specs go to E2E_TIMINGS (a markdown table), so that the time `make test`
+// spends here can be read without rerunning it verbosely.
+var _ = ReportAfterSuite("spec durations", func(report Report) {
+	path := os.Getenv("E2E_TIMINGS")
+	if path == "" {
+		return
+	}
+	specs := make([]SpecReport, 0, len(report.SpecReports))
+	for _, s := range report.SpecReports {
+		if s.LeafNodeType == types.NodeTypeIt {
+			specs = append(specs, s)
+		}
+	}
+	sort.Slice(specs, func(i, j int) bool { return specs[i].RunTime > specs[j].RunTime })
+	var b strings.Builder
+	fmt.Fprintf(&b, "suite %s, %d specs\n\n| spec | state | time |\n| --- | --- | --- |\n", report.RunTime.Round(time.Second), len(specs))
+	for _, s := range specs {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", s.FullText(), s.State, s.RunTime.Round(100*time.Millisecond))
+	}
+	Expect(os.MkdirAll(filepath.Dir(path), 0o755)).To(Succeed())
+	Expect(os.WriteFile(path, []byte(b.String()), 0o644)).To(Succeed())
 })
