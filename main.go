@@ -47,6 +47,7 @@ type options struct {
 	harvesterBurst     int
 	ccmImage           string
 	identityExpiry     time.Duration
+	referenceRecheck   time.Duration
 	kubeconfigPolicy   harvester.KubeconfigPolicy
 	managerOptions     flags.ManagerOptions
 	logOptions         *logsv1.LoggingConfiguration
@@ -75,6 +76,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ccmImage, "ccm-image", controllers.DefaultCCMImage, "Image of the cloud controller manager installed into guest clusters.")
 	fs.DurationVar(&o.identityExpiry, "identity-expiry-warning", controllers.DefaultIdentityExpiryWarning,
 		"How long before an identity's token or client certificate expires (when it says so) the HarvesterCluster warns: condition IdentityExpiringSoon and a warning event.")
+	fs.DurationVar(&o.referenceRecheck, "reference-recheck-interval", controllers.DefaultReferenceRecheck,
+		"How often a machine whose image, key pair or network on Harvester is missing or not ready (or whose VM name another's VM holds) looks again; those are not watched.")
 	fs.BoolVar(&o.kubeconfigPolicy.AllowProxyURL, "allow-kubeconfig-proxy-url", false,
 		"Accept identity kubeconfigs that reach Harvester through a proxy (proxy-url). Off: a tenant's kubeconfig must not choose where the manager's connections go.")
 	fs.BoolVar(&o.kubeconfigPolicy.AllowInsecureSkipTLSVerify, "allow-insecure-kubeconfig", false,
@@ -173,6 +176,7 @@ func run(o *options) error {
 		HarvesterBurst:        o.harvesterBurst,
 		CCMImage:              o.ccmImage,
 		IdentityExpiryWarning: o.identityExpiry,
+		ReferenceRecheck:      o.referenceRecheck,
 		KubeconfigPolicy:      o.kubeconfigPolicy,
 	}); err != nil {
 		return err

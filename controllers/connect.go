@@ -28,9 +28,9 @@ const (
 	// identity Secret retries at once.
 	accessRecheck = 30 * time.Second
 	// referenceRecheck is how soon a machine whose image, keypair or network is missing or not
-	// ready looks again: those are not the provider's objects, and no watch says when they are
-	// fixed.
-	referenceRecheck = 15 * time.Second
+	// ready looks again, by default (DefaultReferenceRecheck, --reference-recheck-interval):
+	// those are not the provider's objects, and no watch says when they are fixed.
+	referenceRecheck = DefaultReferenceRecheck
 	// syncRecheck is how soon a reconcile that found a new connection's cache still filling
 	// tries again; no event would come for it.
 	syncRecheck = 2 * time.Second
@@ -85,6 +85,10 @@ func connect(ctx context.Context, c client.Client, secretMetadata client.Reader,
 	}
 	return hcClient, secret, nil
 }
+
+// DefaultReferenceRecheck is how often a machine whose image, key pair or network is missing or
+// not ready, or whose VM name another's object holds, looks again (--reference-recheck-interval).
+const DefaultReferenceRecheck = 15 * time.Second
 
 // harvesterResult is how a reconcile ends on err: a harvester.Error is reported (its reason and
 // message, through report, on the condition of the step that failed) and retried when its Kind

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -56,4 +57,20 @@ func TestHarvesterResultReportsAndRetriesByKind(t *testing.T) {
 	g.Expect(result).To(Equal(ctrl.Result{}))
 	g.Expect(err).To(BeIdenticalTo(refused))
 	g.Expect(reported).To(Equal(infrav1.HarvesterRefusedReason))
+}
+
+// --reference-recheck-interval changes when a machine looks again at a missing image, key pair or
+// network, and nothing else.
+func TestMachineReferenceRecheckIsConfigurable(t *testing.T) {
+	g := NewWithT(t)
+	report := func(string, string) {}
+	r := &HarvesterMachineReconciler{ReferenceRecheck: 2 * time.Second}
+	missing := &harvester.Error{Kind: harvester.KindReference, Reason: infrav1.KeyPairNotFoundReason}
+	g.Expect(r.harvesterResult(context.Background(), missing, report)).To(Equal(ctrl.Result{RequeueAfter: 2 * time.Second}))
+	unreachable := &harvester.Error{Kind: harvester.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason}
+	g.Expect(r.harvesterResult(context.Background(), unreachable, report)).To(Equal(ctrl.Result{RequeueAfter: unreachableRecheck}))
+	notSynced := &harvester.Error{Kind: harvester.KindReference, Reason: infrav1.ImageNotFoundReason, Err: harvester.ErrNotSynced}
+	g.Expect(r.harvesterResult(context.Background(), notSynced, report)).To(Equal(ctrl.Result{RequeueAfter: syncRecheck}))
+	unset := &HarvesterMachineReconciler{}
+	g.Expect(unset.harvesterResult(context.Background(), missing, report)).To(Equal(ctrl.Result{RequeueAfter: DefaultReferenceRecheck}))
 }

@@ -64,6 +64,9 @@ type HarvesterMachineReconciler struct {
 	// WatchFilterValue limits reconciles to objects labelled
 	// `cluster.x-k8s.io/watch-filter=<value>` (CAPI's --watch-filter).
 	WatchFilterValue string
+	// ReferenceRecheck is how soon a machine whose image, key pair or network is missing, or
+	// whose VM name is taken, looks again (0: DefaultReferenceRecheck).
+	ReferenceRecheck time.Duration
 
 	controller controller.Controller
 	// superseded holds, by machine, the resourceVersions a reconcile's own writes left behind
@@ -391,14 +394,14 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 		return ctrl.Result{}, nil
 	}
 	if err := r.connect(ctx, s); err != nil {
-		return harvesterResult(ctx, err, s.reportVM)
+		return r.harvesterResult(ctx, err, s.reportVM)
 	}
 	vms := &harvester.VMService{C: s.client}
 	target := s.hc.Spec.TargetNamespace
 	vm, err := vms.Get(ctx, target, hm)
 	switch {
 	case err != nil:
-		return harvesterResult(ctx, err, s.reportVM)
+		return r.harvesterResult(ctx, err, s.reportVM)
 	case vm == nil && hm.Spec.ProviderID != "":
 		// Provisioned once, gone now: never made again under the old name.
 		vmKey := client.ObjectKey{Namespace: target, Name: harvester.VMName(hm.Name)}
@@ -415,7 +418,7 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 	// Once per VM: the status records the VM's UID only after a reconcile that adopted it.
 	if hm.Status.VirtualMachine.UID != string(vm.UID) {
 		if err := vms.AdoptCloudInit(ctx, vm); err != nil {
-			return harvesterResult(ctx, err, s.reportVM)
+			return r.harvesterResult(ctx, err, s.reportVM)
 		}
 	}
 	return r.observe(ctx, s, vms, vm)
@@ -454,7 +457,7 @@ func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineSco
 	req.FailureDomain, req.FailureDomainKey = failureDomain(s)
 	vm, created, err := vms.Create(ctx, req)
 	if err != nil {
-		return harvesterResult(ctx, err, s.reportVM)
+		return r.harvesterResult(ctx, err, s.reportVM)
 	}
 	if !created {
 		return ctrl.Result{Requeue: true}, nil // made meanwhile: look at it again
@@ -496,7 +499,7 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 	}
 	st, err := vms.Observe(ctx, vm, hm)
 	if err != nil {
-		return harvesterResult(ctx, err, s.reportVM)
+		return r.harvesterResult(ctx, err, s.reportVM)
 	}
 	if st.VMI != nil {
 		hm.Status.VirtualMachine.Host = st.Host
@@ -539,14 +542,14 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 		return ctrl.Result{}, nil
 	}
 	if err := r.connect(ctx, s); err != nil {
-		return harvesterResult(ctx, err, s.reportVM)
+		return r.harvesterResult(ctx, err, s.reportVM)
 	}
 	gone, deleted, err := (&harvester.VMService{C: s.client}).Delete(ctx, s.hc.Spec.TargetNamespace, hm)
 	if deleted {
 		r.Recorder.Eventf(hm, corev1.EventTypeNormal, "VirtualMachineDeleted", "Deleted VM %s/%s on Harvester", s.hc.Spec.TargetNamespace, harvester.VMName(hm.Name))
 	}
 	if err != nil {
-		return harvesterResult(ctx, err, s.reportVM)
+		return r.harvesterResult(ctx, err, s.reportVM)
 	}
 	if !gone {
 		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil // the deletion events of the VM and its volumes bring us back
@@ -628,6 +631,16 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 		return apierrors.NewConflict(infrav1.GroupVersion.WithResource("harvestermachines").GroupResource(), hm.Name, err)
 	}
 	return ignoreGone(err, hm)
+}
+
+// harvesterResult is the package's harvesterResult, with the machine's reference rechecks after
+// r.ReferenceRecheck when it is set.
+func (r *HarvesterMachineReconciler) harvesterResult(ctx context.Context, err error, report func(reason, message string)) (ctrl.Result, error) {
+	res, rerr := harvesterResult(ctx, err, report)
+	if e, ok := harvester.AsError(err); ok && e.Kind == harvester.KindReference && res.RequeueAfter == referenceRecheck && r.ReferenceRecheck > 0 {
+		res.RequeueAfter = r.ReferenceRecheck
+	}
+	return res, rerr
 }
 
 // staleRead tells whether hm, as read from the cache, is a version this reconciler's own

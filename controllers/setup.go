@@ -61,6 +61,9 @@ type Options struct {
 	// IdentityExpiryWarning is how long before an identity's credential expires the
 	// HarvesterCluster warns (--identity-expiry-warning).
 	IdentityExpiryWarning time.Duration
+	// ReferenceRecheck is how soon a machine whose image, key pair or network is missing looks
+	// again (--reference-recheck-interval; 0: DefaultReferenceRecheck).
+	ReferenceRecheck time.Duration
 	// KubeconfigPolicy decides which identity kubeconfigs the manager accepts.
 	KubeconfigPolicy harvester.KubeconfigPolicy
 	// SkipNameValidation lets tests run several managers in one process.
@@ -179,6 +182,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		Recorder:         mgr.GetEventRecorderFor("harvestermachine-controller"),
 		Factory:          factory,
 		WatchFilterValue: o.WatchFilterValue,
+		ReferenceRecheck: o.ReferenceRecheck,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.MachineConcurrency, SkipNameValidation: skip}); err != nil {
 		return fmt.Errorf("setting up the HarvesterMachine controller: %w", err)
 	}
