@@ -145,6 +145,24 @@ func (b *Bed) AddGuest(ctx context.Context, namespace, name string, withCCM bool
 	return g, nil
 }
 
+// StopGuest stops a guest that AddGuest started, as its control plane's machines going away
+// would: the node agent stops registering Nodes in it and its apiserver stops; Stop then leaves
+// it alone. A suite that starts a guest per test stops each at the test's end, or every idle
+// guest apiserver and etcd of the suite keeps running (and using CPU) until the suite ends.
+func (b *Bed) StopGuest(g *guest.Cluster) error {
+	b.mu.Lock()
+	i := slices.Index(b.guests, g)
+	if i >= 0 {
+		b.guests = slices.Delete(b.guests, i, i+1)
+	}
+	b.mu.Unlock()
+	if i < 0 {
+		return nil // stopped already (or never the bed's)
+	}
+	b.Nodes.RemoveGuest(g)
+	return g.Stop()
+}
+
 // startKubeadm brings up a guest's control plane as `kubeadm init` would, and stops it with the bed.
 func (b *Bed) startKubeadm(ctx context.Context, namespace, name string, n *guest.KubeadmNode) (*guest.Cluster, error) {
 	g, err := guest.StartKubeadm(ctx, namespace, name, n)

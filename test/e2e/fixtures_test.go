@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -50,6 +51,14 @@ func newTestClusterWith(kubeconfig []byte, namespace, name string, sharedTarget 
 	var err error
 	tc.Guest, err = testBed.AddGuest(ctx, namespace, name, false)
 	Expect(err).NotTo(HaveOccurred())
+	// At the test's end (after its own clean-ups, which run first): the Cluster is deleted
+	// without waiting, as the suite's end would delete it, and the guest stops, as its control
+	// plane would with its VMs. Kept until the suite's end, the guests of 40 tests held about a
+	// core and 10 GiB, and late tests' apiservers timed out starting.
+	DeferCleanup(func() {
+		Expect(client.IgnoreNotFound(mgmt().Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}))).To(Succeed())
+		Expect(testBed.StopGuest(tc.Guest)).To(Succeed())
+	})
 	identity := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-identity",
 			Labels: map[string]string{"clusterctl.cluster.x-k8s.io/move": ""}},
