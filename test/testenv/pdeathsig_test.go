@@ -88,9 +88,17 @@ func TestControlPlaneChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sleep.Process.Kill(); _ = sleep.Wait() }()
-	children, err := childrenOf(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
+	// The shim execs the program after it starts: until then its child is named pdeathsig.
+	var children map[string]int
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var err error
+		if children, err = childrenOf(os.Getpid()); err != nil {
+			t.Fatal(err)
+		}
+		_, shimmed := children["pdeathsig"]
+		if !shimmed || time.Now().After(deadline) {
+			break
+		}
 	}
 	for name, pid := range children {
 		fmt.Printf("started %s %d\n", name, pid)
