@@ -53,8 +53,8 @@ func newTestClusterWith(kubeconfig []byte, namespace, name string, sharedTarget 
 	Expect(err).NotTo(HaveOccurred())
 	// At the test's end (after its own clean-ups, which run first): the Cluster is deleted
 	// without waiting, as the suite's end would delete it, and the guest stops, as its control
-	// plane would with its VMs. Kept until the suite's end, the guests of 40 tests held about a
-	// core and 10 GiB, and late tests' apiservers timed out starting.
+	// plane would with its VMs. Kept until the suite's end, 35 tests' guests held about a
+	// core and 8 GiB, and late tests' apiservers timed out starting.
 	DeferCleanup(func() {
 		Expect(client.IgnoreNotFound(mgmt().Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}))).To(Succeed())
 		Expect(testBed.StopGuest(tc.Guest)).To(Succeed())

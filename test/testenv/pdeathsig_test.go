@@ -5,6 +5,7 @@ package testenv_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
@@ -90,15 +92,15 @@ func TestControlPlaneChild(t *testing.T) {
 	defer func() { _ = sleep.Process.Kill(); _ = sleep.Wait() }()
 	// The shim execs the program after it starts: until then its child is named pdeathsig.
 	var children map[string]int
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		var err error
 		if children, err = childrenOf(os.Getpid()); err != nil {
-			t.Fatal(err)
+			return false, err
 		}
 		_, shimmed := children["pdeathsig"]
-		if !shimmed || time.Now().After(deadline) {
-			break
-		}
+		return !shimmed, nil
+	}); err != nil {
+		t.Fatalf("waiting for the shim to exec its program (children %v): %v", children, err)
 	}
 	for name, pid := range children {
 		fmt.Printf("started %s %d\n", name, pid)
