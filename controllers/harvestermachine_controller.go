@@ -70,10 +70,17 @@ type HarvesterMachineReconciler struct {
 
 	controller controller.Controller
 	// superseded holds, by machine, the resourceVersions a reconcile's own writes left behind
-	// (the one it read, and the one its metadata patch made when a status patch followed): until
-	// the cache has moved past them, a reconcile would work from a version its status patch is
-	// bound to conflict with (see staleRead).
-	superseded sync.Map // types.NamespacedName -> []string
+	// (the one it read, and the one its metadata patch made when a status patch followed) and
+	// the version written last: until the cache has moved past them, a reconcile works from
+	// its own last write instead of the cache's copy, whose status patch would conflict (see
+	// ownLastWrite).
+	superseded sync.Map // types.NamespacedName -> *ownWrite
+}
+
+// ownWrite is what a reconcile's writes left behind (over) and made (written) of one machine.
+type ownWrite struct {
+	over    []string
+	written *infrav1.HarvesterMachine
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=harvestermachines;harvestermachines/status;harvestermachines/finalizers,verbs=get;list;watch;update;patch
@@ -84,7 +91,7 @@ type HarvesterMachineReconciler struct {
 func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx)
 	c, err := ctrl.NewControllerManagedBy(mgr).
-		For(&infrav1.HarvesterMachine{}, builder.WithPredicates(ownStatusIgnored)).
+		For(&infrav1.HarvesterMachine{}, builder.WithPredicates(r.forgetCaughtUp(), ownStatusIgnored)).
 		WithOptions(options).
 		WithEventFilter(predicates.ResourceNotPausedAndHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(
@@ -272,10 +279,14 @@ func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.staleRead(hm) {
+	if own := r.ownLastWrite(hm); own != nil {
 		// Another event came before the cache had this reconciler's own last write: the work
-		// waits for it rather than writing a status patch that would conflict and a live read.
-		return ctrl.Result{RequeueAfter: staleReadRetry}, nil
+		// goes on from that write (the cache's copy would make a status patch that conflicts,
+		// and a live read), without waiting for the cache.
+		if !own.DeletionTimestamp.IsZero() && len(own.Finalizers) == 0 {
+			return ctrl.Result{}, nil // the last write released it: the server deletes it
+		}
+		hm = own
 	}
 	machine, err := util.GetOwnerMachine(ctx, r.Client, hm.ObjectMeta)
 	if err != nil {
@@ -596,14 +607,14 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 	// The server's versions this patch wrote over (its reads and its own intermediate writes),
 	// and its last successful write.
 	var over []string
-	written := ""
+	var written *infrav1.HarvesterMachine
 	defer func() { r.wroteOver(client.ObjectKeyFromObject(hm), over, written) }()
 	if !equality.Semantic.DeepEqual(before, spec) {
 		if err := r.Client.Patch(ctx, spec, client.MergeFrom(before.DeepCopy())); err != nil {
 			return ignoreGone(err, hm)
 		}
 		base = spec // the server's version after the patch
-		over, written = append(over, before.ResourceVersion), spec.ResourceVersion
+		over, written = append(over, before.ResourceVersion), spec
 	}
 	if equality.Semantic.DeepEqual(before.Status, hm.Status) {
 		return nil
@@ -613,7 +624,7 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 		changed := base.DeepCopy()
 		changed.Status = hm.Status
 		if err = r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err == nil {
-			over, written = append(over, before.ResourceVersion, base.ResourceVersion), changed.ResourceVersion
+			over, written = append(over, before.ResourceVersion, base.ResourceVersion), changed
 		}
 	}
 	if (apierrors.IsConflict(err) || errors.Is(err, errStatusMovedOn)) && r.APIReader != nil {
@@ -623,7 +634,7 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 			changed := latest.DeepCopy()
 			changed.Status = hm.Status
 			if err = r.Client.Status().Patch(ctx, changed, client.MergeFromWithOptions(latest, client.MergeFromWithOptimisticLock{})); err == nil {
-				over, written = append(over, before.ResourceVersion, latest.ResourceVersion), changed.ResourceVersion
+				over, written = append(over, before.ResourceVersion, latest.ResourceVersion), changed
 			}
 		}
 	}
@@ -643,28 +654,53 @@ func (r *HarvesterMachineReconciler) harvesterResult(ctx context.Context, err er
 	return res, rerr
 }
 
-// staleRead tells whether hm, as read from the cache, is a version this reconciler's own
-// writes have superseded, that is, whether the cache has not caught up with its last write yet.
-func (r *HarvesterMachineReconciler) staleRead(hm *infrav1.HarvesterMachine) bool {
+// ownLastWrite returns a copy of this reconciler's last write of hm when hm, as read from the
+// cache, is a version its own writes have superseded (the cache has not caught up with its last
+// write yet), and nil when hm is as new as that write or newer.
+func (r *HarvesterMachineReconciler) ownLastWrite(hm *infrav1.HarvesterMachine) *infrav1.HarvesterMachine {
 	key := client.ObjectKeyFromObject(hm)
 	v, ok := r.superseded.Load(key)
 	if !ok {
-		return false
+		return nil
 	}
-	if slices.Contains(v.([]string), hm.ResourceVersion) {
-		return true
+	if w := v.(*ownWrite); slices.Contains(w.over, hm.ResourceVersion) {
+		return w.written.DeepCopy()
 	}
-	r.superseded.Delete(key)
-	return false
+	r.superseded.CompareAndDelete(key, v)
+	return nil
 }
 
-// wroteOver records that the writes of a reconcile replaced the versions over with the
-// version written on the server; versions equal to written (a write the server made nothing
-// of) are not recorded, so that no reconcile waits for a version that never comes.
-func (r *HarvesterMachineReconciler) wroteOver(key types.NamespacedName, over []string, written string) {
-	over = slices.DeleteFunc(slices.Compact(over), func(v string) bool { return v == "" || v == written })
-	if written != "" && len(over) > 0 {
-		r.superseded.Store(key, over)
+// wroteOver records that the writes of a reconcile replaced the versions over with written, the
+// version on the server after them; versions equal to written's (a write the server made nothing
+// of) are not recorded, so that no reconcile takes an old copy for stale.
+func (r *HarvesterMachineReconciler) wroteOver(key types.NamespacedName, over []string, written *infrav1.HarvesterMachine) {
+	if written == nil || written.ResourceVersion == "" {
+		return
+	}
+	over = slices.DeleteFunc(slices.Compact(over), func(v string) bool { return v == "" || v == written.ResourceVersion })
+	if len(over) > 0 {
+		w := written.DeepCopy()
+		w.ManagedFields = nil // as the cache holds it
+		r.superseded.Store(key, &ownWrite{over: over, written: w})
+	}
+}
+
+// forgetCaughtUp drops a machine's record of its own last write once the cache has it (or the
+// machine is gone): the update that brings it is the reconciler's own status write, which
+// ownStatusIgnored filters out, so no reconcile would come to drop it.
+func (r *HarvesterMachineReconciler) forgetCaughtUp() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+			key := client.ObjectKeyFromObject(e.ObjectNew)
+			if v, ok := r.superseded.Load(key); ok && !slices.Contains(v.(*ownWrite).over, e.ObjectNew.GetResourceVersion()) {
+				r.superseded.CompareAndDelete(key, v)
+			}
+			return true
+		},
+		DeleteFunc: func(e event.TypedDeleteEvent[client.Object]) bool {
+			r.superseded.Delete(client.ObjectKeyFromObject(e.Object))
+			return true
+		},
 	}
 }
 
