@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,29 +153,133 @@ func machineDeployment(ns, name string, replicas int32, labels map[string]string
 	}
 }
 
-// probeStatusWrites patches the status of an idle HarvesterMachine (it has no owner, so the
-// provider leaves it alone) every interval until stop, and times each round trip: the management
-// apiserver's write latency under the same load, the baseline of the provider's status patches.
-// stop deletes the machine and returns the round trips.
-func probeStatusWrites(ctx context.Context, c client.Client, interval time.Duration) (stop func() ([]time.Duration, error), err error) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench-probe"}}
-	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+// relayProbe is the floor of P1 under the bench's load: a bare relay doing what P1 times of the
+// provider with nothing else. Every interval the probe changes a ConfigMap on Harvester; a watch
+// in the bench process sees the change (as the bench's watch sees a VMI come up) and a worker
+// patches the status of an idle HarvesterMachine (no owner: the provider leaves it alone) on the
+// management cluster; the bench's watch of HarvesterMachines sees that (as it sees a machine
+// provisioned). relay: watch of Harvester -> watch of the management cluster, per change
+// relayed; patches: the status patches' round trips, the management apiserver's write latency
+// (the baseline of the provider's status patches).
+type relayProbe struct {
+	mu      sync.Mutex
+	seen    map[int]time.Time // Harvester's change i seen by the bench's watch
+	relayed map[int]time.Time // the idle machine's status with i seen by the bench's watch
+	patches []time.Duration
+	failed  error
+}
+
+// relayedSeconds are the relay's latencies: seen on Harvester -> seen on the management cluster.
+func (p *relayProbe) relay() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ds []time.Duration
+	for i, at := range p.relayed {
+		if from, ok := p.seen[i]; ok {
+			ds = append(ds, at.Sub(from))
+		}
+	}
+	return ds
+}
+
+// startRelay starts the relay probe: harvester and harvesterCache are an admin client and the
+// bed's cache of the simulated Harvester, management and managementCache the management
+// cluster's. stop deletes the probe's objects and returns it.
+func startRelay(ctx context.Context, harvester client.Client, harvesterCache cache.Cache, management client.Client, managementCache cache.Cache, interval time.Duration) (stop func() (*relayProbe, error), err error) {
+	const ns = "bench-probe"
+	for _, c := range []client.Client{harvester, management} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "relay"}, Data: map[string]string{"seq": "-1"}}
+	if err := harvester.Create(ctx, cm); err != nil {
 		return nil, err
 	}
-	hm := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "idle"}, Spec: infrav1.HarvesterMachineSpec{
+	hm := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "idle"}, Spec: infrav1.HarvesterMachineSpec{
 		CPU: 2, Memory: resource.MustParse("4Gi"),
 		Disks:    []infrav1.Disk{{Image: "default/ubuntu-24.04", Size: resource.MustParse("40Gi")}},
 		Networks: []infrav1.Network{{NetworkName: "default/vlan10"}},
 	}}
-	if err := c.Create(ctx, hm); err != nil {
+	if err := management.Create(ctx, hm); err != nil {
 		return nil, err
 	}
+	p := &relayProbe{seen: map[int]time.Time{}, relayed: map[int]time.Time{}}
+	latest := make(chan int, 1) // the newest change not relayed yet
 	probeCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var rounds []time.Duration
-	var failed error
-	go func() {
-		defer close(done)
+	var active atomic.Bool
+	active.Store(true)
+	if err := addHandler(ctx, harvesterCache, &corev1.ConfigMap{}, func(obj any) {
+		c, ok := obj.(*corev1.ConfigMap)
+		if !ok || c.Namespace != ns || c.Name != cm.Name || !active.Load() {
+			return
+		}
+		i, err := strconv.Atoi(c.Data["seq"])
+		if err != nil || i < 0 {
+			return
+		}
+		p.mu.Lock()
+		if _, ok := p.seen[i]; !ok {
+			p.seen[i] = time.Now()
+		}
+		p.mu.Unlock()
+		select { // the worker relays the newest change; an older one waiting is dropped
+		case <-latest:
+		default:
+		}
+		latest <- i
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := addHandler(ctx, managementCache, &infrav1.HarvesterMachine{}, func(obj any) {
+		m, ok := obj.(*infrav1.HarvesterMachine)
+		if !ok || m.Namespace != ns || m.Name != hm.Name || !active.Load() {
+			return
+		}
+		if i, err := strconv.Atoi(m.Status.FailureDomain); err == nil {
+			p.mu.Lock()
+			if _, ok := p.relayed[i]; !ok {
+				p.relayed[i] = time.Now()
+			}
+			p.mu.Unlock()
+		}
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	fail := func(err error) {
+		if probeCtx.Err() == nil {
+			p.mu.Lock()
+			p.failed = errors.Join(p.failed, err)
+			p.mu.Unlock()
+		}
+	}
+	wg.Add(2)
+	go func() { // the relay
+		defer wg.Done()
+		for {
+			var i int
+			select {
+			case <-probeCtx.Done():
+				return
+			case i = <-latest:
+			}
+			base := hm.DeepCopy()
+			hm.Status.FailureDomain = strconv.Itoa(i)
+			start := time.Now()
+			if err := management.Status().Patch(probeCtx, hm, client.MergeFrom(base)); err != nil {
+				fail(fmt.Errorf("relay status patch: %w", err))
+				return
+			}
+			p.mu.Lock()
+			p.patches = append(p.patches, time.Since(start))
+			p.mu.Unlock()
+		}
+	}()
+	go func() { // the changes on Harvester
+		defer wg.Done()
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for i := 0; ; i++ {
@@ -183,21 +288,18 @@ func probeStatusWrites(ctx context.Context, c client.Client, interval time.Durat
 				return
 			case <-tick.C:
 			}
-			base := hm.DeepCopy()
-			hm.Status.FailureDomain = strconv.Itoa(i)
-			start := time.Now()
-			if err := c.Status().Patch(probeCtx, hm, client.MergeFrom(base)); err != nil {
-				if probeCtx.Err() == nil {
-					failed = fmt.Errorf("probe status patch: %w", err)
-				}
+			base := cm.DeepCopy()
+			cm.Data["seq"] = strconv.Itoa(i)
+			if err := harvester.Patch(probeCtx, cm, client.MergeFrom(base)); err != nil {
+				fail(fmt.Errorf("relay change on Harvester: %w", err))
 				return
 			}
-			rounds = append(rounds, time.Since(start))
 		}
 	}()
-	return func() ([]time.Duration, error) {
+	return func() (*relayProbe, error) {
 		cancel()
-		<-done
-		return rounds, errors.Join(failed, client.IgnoreNotFound(c.Delete(ctx, hm)))
+		wg.Wait()
+		active.Store(false)
+		return p, errors.Join(p.failed, client.IgnoreNotFound(management.Delete(ctx, hm)), client.IgnoreNotFound(harvester.Delete(ctx, cm)))
 	}, nil
 }

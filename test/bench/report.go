@@ -30,8 +30,11 @@ type Report struct {
 	// HarvesterMachine status patches over the creation, beside a bare patch's: how much of P1
 	// is the apiserver's write.
 	P1StatusWrites *Latency `json:"p1StatusWrites,omitempty"`
-	P2             Scale    `json:"p2"`
-	P3             APICost  `json:"p3"`
+	// P1Relay is P1 beside a bare relay under the same load (the relay probe): what the
+	// simulator, the apiservers and the bench's watches allow for the provider's last step.
+	P1Relay *Latency `json:"p1Relay,omitempty"`
+	P2      Scale    `json:"p2"`
+	P3      APICost  `json:"p3"`
 	// P4 is empty when the run did not measure it (see Notes).
 	P4       *Latency   `json:"p4,omitempty"`
 	ScaleOut []ScaleOut `json:"scaleOut,omitempty"`
@@ -340,6 +343,9 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "| P1 HarvesterMachine reconciles over the creation: count, mean / p50 / p99 | %d, %.0f / %.0f / %.0f ms | | |\n", q.Reconciles, q.RunMeanMs, q.RunP50Ms, q.RunP99Ms)
 	if w := r.P1StatusWrites; w != nil {
 		lat("P1 management apiserver status patch", w)
+	}
+	if l := r.P1Relay; l != nil {
+		lat("P1 beside a bare relay under the same load", l)
 	}
 	phase := func(name string, p, q Phase) {
 		fmt.Fprintf(&b, "| P2 %s: wall | %.1f s | %.1f s | %s |\n", name, p.Seconds, q.Seconds, ratio(p.Seconds, q.Seconds))
