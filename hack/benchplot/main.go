@@ -26,6 +26,10 @@ type report struct {
 		Provider percentiles  `json:"provider"`
 		Baseline *percentiles `json:"baseline"`
 	} `json:"p1"`
+	// P1Relay's baseline is the relay probe: P1's floor under the same load.
+	P1Relay *struct {
+		Baseline *percentiles `json:"baseline"`
+	} `json:"p1Relay"`
 	Series struct {
 		ProviderProvisioned []float64 `json:"providerProvisioned"`
 		BaselineRunning     []float64 `json:"baselineRunning"`
@@ -134,7 +138,7 @@ func latencyPercentiles(r report) (*plot.Plot, error) {
 		return nil, err
 	}
 	provider.Color = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
-	provider.Offset = -w / 2
+	provider.Offset = -w
 	p.Add(provider)
 	p.Legend.Add("provider", provider)
 	if r.P1.Baseline != nil {
@@ -143,9 +147,18 @@ func latencyPercentiles(r report) (*plot.Plot, error) {
 			return nil, err
 		}
 		baseline.Color = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
-		baseline.Offset = w / 2
 		p.Add(baseline)
 		p.Legend.Add("baseline (bare client's watch)", baseline)
+	}
+	if r.P1Relay != nil && r.P1Relay.Baseline != nil {
+		relay, err := plotter.NewBarChart(values(*r.P1Relay.Baseline), w)
+		if err != nil {
+			return nil, err
+		}
+		relay.Color = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
+		relay.Offset = w
+		p.Add(relay)
+		p.Legend.Add("floor: a bare relay under the same load", relay)
 	}
 	p.Legend.Top, p.Legend.Left = true, true
 	p.NominalX("p50", "p95", "p99", "max")
