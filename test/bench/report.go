@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -71,6 +72,10 @@ type Phase struct {
 	// ManagerCPUSeconds and ManagerPeakRSSMiB are the provider's manager process's.
 	ManagerCPUSeconds float64 `json:"managerCpuSeconds,omitempty"`
 	ManagerPeakRSSMiB float64 `json:"managerPeakRssMiB,omitempty"`
+	// ControlPlaneCPUSeconds is the CPU time of the test control planes the bench process
+	// started (envtest's kube-apiservers and etcds, its child processes), by environment and
+	// program ("management kube-apiserver", "harvester etcd"): the rest of the machine's time.
+	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCpuSeconds,omitempty"`
 }
 
 // Scale is P2: everything created (or deleted) at once, for the provider and the baseline.
@@ -183,12 +188,21 @@ type processMeter struct {
 	start       time.Time
 	pid         int
 	cpu, mgrCPU time.Duration
+	// apiservers names the environments by their kube-apiservers' host:port; controlPlanes
+	// holds the CPU time of each control-plane process at the start, by pid.
+	apiservers    map[string]string
+	controlPlanes map[int]time.Duration
 }
 
-func startMeter(managerPid int) processMeter {
+// startMeter starts measuring; apiservers names the environments whose control planes' CPU is
+// measured too, by their kube-apiserver's host:port (rest.Config's Host without the scheme).
+func startMeter(managerPid int, apiservers map[string]string) processMeter {
 	// Reset the kernel's peak-RSS marks (VmHWM) so the phase's peak is its own; older kernels
 	// refuse and the peak is then the process's since it started.
-	m := processMeter{start: time.Now(), pid: managerPid}
+	m := processMeter{start: time.Now(), pid: managerPid, apiservers: apiservers, controlPlanes: map[int]time.Duration{}}
+	for pid := range controlPlanes(apiservers) {
+		m.controlPlanes[pid] = processCPU(strconv.Itoa(pid))
+	}
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 	m.cpu = processCPU("self")
 	if managerPid != 0 {
@@ -209,7 +223,98 @@ func (m processMeter) stop() Phase {
 		p.ManagerCPUSeconds = round3((processCPU(pid) - m.mgrCPU).Seconds())
 		p.ManagerPeakRSSMiB = round3(peakRSSMiB(pid))
 	}
+	for pid, name := range controlPlanes(m.apiservers) {
+		// A process started within the phase spent all its time in it.
+		used := processCPU(strconv.Itoa(pid)) - m.controlPlanes[pid]
+		if p.ControlPlaneCPUSeconds == nil {
+			p.ControlPlaneCPUSeconds = map[string]float64{}
+		}
+		p.ControlPlaneCPUSeconds[name] = round3(p.ControlPlaneCPUSeconds[name] + used.Seconds())
+	}
 	return p
+}
+
+// controlPlanes finds this process's children that are kube-apiservers or etcds and names each
+// "<environment> kube-apiserver" or "<environment> etcd": an apiserver by its --secure-port in
+// apiservers (host:port -> environment), an etcd by the apiserver whose --etcd-servers has its
+// client port; a control plane of no named environment (a guest's) is "other".
+func controlPlanes(apiservers map[string]string) map[int]string {
+	if len(apiservers) == 0 {
+		return nil
+	}
+	byPort := map[string]string{}
+	for hostPort, env := range apiservers {
+		if i := strings.LastIndexByte(hostPort, ':'); i >= 0 {
+			byPort[hostPort[i+1:]] = env
+		}
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := strconv.Itoa(os.Getpid())
+	type proc struct {
+		pid  int
+		comm string
+		args []string
+	}
+	var procs []proc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command name's closing parenthesis: state, ppid, ...
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 2 || f[1] != self {
+			continue
+		}
+		comm, _ := os.ReadFile("/proc/" + e.Name() + "/comm")
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		procs = append(procs, proc{pid: pid, comm: strings.TrimSpace(string(comm)), args: strings.Split(string(cmdline), "\x00")})
+	}
+	flag := func(args []string, name string) string {
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	port := func(url string) string { // the port of the first URL of a list
+		url, _, _ = strings.Cut(url, ",")
+		return url[strings.LastIndexByte(url, ':')+1:]
+	}
+	etcdEnv := map[string]string{} // etcd client port -> environment
+	out := map[int]string{}
+	for _, p := range procs {
+		if p.comm != "kube-apiserver" {
+			continue
+		}
+		env, ok := byPort[flag(p.args, "secure-port")]
+		if !ok {
+			env = "other"
+		}
+		out[p.pid] = env + " kube-apiserver"
+		if etcd := flag(p.args, "etcd-servers"); etcd != "" {
+			etcdEnv[port(etcd)] = env
+		}
+	}
+	for _, p := range procs {
+		if p.comm != "etcd" {
+			continue
+		}
+		env, ok := etcdEnv[port(flag(p.args, "listen-client-urls"))]
+		if !ok {
+			env = "other"
+		}
+		out[p.pid] = env + " etcd"
+	}
+	return out
 }
 
 // clockTicks is the unit of /proc/<pid>/stat's CPU times (USER_HZ: 100 on every Linux
@@ -353,6 +458,10 @@ func (r *Report) Markdown() string {
 		fmt.Fprintf(&b, "| P2 %s: peak RSS of the manager | %.0f MiB | | |\n", name, p.ManagerPeakRSSMiB)
 		fmt.Fprintf(&b, "| P2 %s: CPU of the bench process | %.1f s | %.1f s | %s |\n", name, p.CPUSeconds, q.CPUSeconds, ratio(p.CPUSeconds, q.CPUSeconds))
 		fmt.Fprintf(&b, "| P2 %s: peak RSS of the bench process | %.0f MiB | %.0f MiB | %s |\n", name, p.PeakRSSMiB, q.PeakRSSMiB, ratio(p.PeakRSSMiB, q.PeakRSSMiB))
+		for _, k := range slices.Sorted(maps.Keys(p.ControlPlaneCPUSeconds)) {
+			pc, qc := p.ControlPlaneCPUSeconds[k], q.ControlPlaneCPUSeconds[k]
+			fmt.Fprintf(&b, "| P2 %s: CPU of the %s | %.1f s | %.1f s | %s |\n", name, k, pc, qc, ratio(pc, qc))
+		}
 	}
 	phase("create -> all provisioned", r.P2.Create, r.P2.BaselineCreate)
 	phase("delete -> LeakCheck empty", r.P2.Delete, r.P2.BaselineDelete)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -161,6 +163,14 @@ func TestSuiteRunsSmall(t *testing.T) {
 	if l := r.P1Relay; l == nil || l.Baseline == nil || l.Baseline.N == 0 {
 		t.Errorf("P1's relay probe relayed nothing: %+v", l)
 	}
+	for _, name := range []string{"management kube-apiserver", "management etcd", "harvester kube-apiserver", "harvester etcd"} {
+		if r.P2.Create.ControlPlaneCPUSeconds[name] <= 0 {
+			t.Errorf("P2 measured no CPU of the %s: %v", name, r.P2.Create.ControlPlaneCPUSeconds)
+		}
+	}
+	if r.P2.BaselineCreate.ControlPlaneCPUSeconds["harvester kube-apiserver"] <= 0 {
+		t.Errorf("the baseline measured no CPU of Harvester's apiserver: %v", r.P2.BaselineCreate.ControlPlaneCPUSeconds)
+	}
 	if r.P2.Create.Seconds <= 0 || r.P2.Delete.Seconds <= 0 || r.P2.BaselineCreate.Seconds <= 0 {
 		t.Errorf("P2 has empty phases: %+v", r.P2)
 	}
@@ -196,7 +206,7 @@ func runSuite(b testing.TB, s settings) *Report {
 		Started: time.Now(), Machines: s.machines, Clusters: s.clusters,
 		Machine: fmt.Sprintf("%d CPUs (GOMAXPROCS %d), %s/%s, %s", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version()),
 		Setup: []string{
-			"The provider runs as it ships: the manager binary from its image, installed from its rendered components (RBAC, webhooks, the Deployment's arguments) as its own process, authenticated as its ServiceAccount; the bench reads its metrics and profiles from its diagnostics endpoint with a token. Its CPU and peak RSS are its own; the bench process's are the bed's (simulator, CAPI core controllers, node agent, the bench's clients); kube-apiservers and etcds are separate processes and not counted.",
+			"The provider runs as it ships: the manager binary from its image, installed from its rendered components (RBAC, webhooks, the Deployment's arguments) as its own process, authenticated as its ServiceAccount; the bench reads its metrics and profiles from its diagnostics endpoint with a token. Its CPU and peak RSS are its own; the bench process's are the bed's (simulator, CAPI core controllers, node agent, the bench's clients); the kube-apiservers and etcds of the management cluster and of Harvester are separate processes, counted apart by environment.",
 			"No guest clusters: HarvesterMachines provision without a guest (CAPI Machines then never get a Node); the scale figures say nothing about guests.",
 			fmt.Sprintf("Manager: %d machine and %d cluster reconciles in parallel; client limits: management cluster QPS %g, burst %d, each Harvester QPS %g, burst %d; cache resync (--sync-period) %s.",
 				s.machineConcurrency, controllers.DefaultClusterConcurrency, s.kubeQPS, s.kubeBurst, s.harvesterQPS, s.harvesterBurst, s.syncPeriod),
@@ -291,6 +301,19 @@ type baselineResult struct {
 
 // runBaseline creates s.machines VMs straight on Harvester with a plain client, waits until its
 // own cache sees each running with an address, deletes them and waits until nothing is left.
+// apiservers names the bed's management and Harvester environments by their kube-apiservers'
+// host:port, for the meters.
+func apiservers(tb *bed.Bed) map[string]string {
+	host := func(cfg *rest.Config) string {
+		u, err := url.Parse(cfg.Host)
+		if err != nil {
+			return cfg.Host
+		}
+		return u.Host
+	}
+	return map[string]string{host(tb.Management.Config): "management", host(tb.Harvester.Env.Config): "harvester"}
+}
+
 func runBaseline(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, running *stamps) (*baselineResult, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
@@ -333,7 +356,7 @@ func runBaseline(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		names[i] = fmt.Sprintf("bare-%04d", i)
 	}
 	res := &baselineResult{}
-	meter := startMeter(0)
+	meter := startMeter(0, apiservers(tb))
 	start := time.Now()
 	if err := forEach(ctx, names, s.concurrency, func(ctx context.Context, name string) error {
 		vm := harvestersim.SampleVM(targetNamespace, name, "")
@@ -370,7 +393,7 @@ func runBaseline(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	}
 	res.running = offsets(start, upAt)
 
-	meter = startMeter(0)
+	meter = startMeter(0, apiservers(tb))
 	if err := forEach(ctx, names, s.concurrency, func(ctx context.Context, name string) error {
 		vm := &kubevirtv1.VirtualMachine{}
 		vm.Namespace, vm.Name = targetNamespace, name
@@ -425,7 +448,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	if err != nil {
 		return nil, err
 	}
-	meter := startMeter(mgr.Pid())
+	meter := startMeter(mgr.Pid(), apiservers(tb))
 	start := time.Now()
 	if err := createClusters(ctx, tb, kubeconfig, "bench", clusters, func(int) map[string]string { return nil }, s.concurrency); err != nil {
 		return nil, err
@@ -514,7 +537,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	res.cost.SteadyEvents = diff(events.snapshot(), events1)
 	res.cost.SteadyReconciles = add(diff(reconcileResults(processMetrics()), bed1), diff(m2.reconciles, m1.reconciles))
 
-	meter = startMeter(mgr.Pid())
+	meter = startMeter(mgr.Pid(), apiservers(tb))
 	for i := range clusters {
 		cluster := &clusterv1.Cluster{}
 		cluster.Namespace, cluster.Name = fmt.Sprintf("bench-%d", i), "bench"
