@@ -13,10 +13,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -24,6 +26,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
 
 // stamps records when each object first reached a state, by watch.
@@ -154,13 +157,14 @@ func machineDeployment(ns, name string, replicas int32, labels map[string]string
 }
 
 // relayProbe is the floor of P1 under the bench's load: a bare relay doing what P1 times of the
-// provider with nothing else. Every interval the probe changes a ConfigMap on Harvester; a watch
-// in the bench process sees the change (as the bench's watch sees a VMI come up) and a worker
-// patches the status of an idle HarvesterMachine (no owner: the provider leaves it alone) on the
-// management cluster; the bench's watch of HarvesterMachines sees that (as it sees a machine
-// provisioned). relay: watch of Harvester -> watch of the management cluster, per change
-// relayed; patches: the status patches' round trips, the management apiserver's write latency
-// (the baseline of the provider's status patches).
+// provider with nothing else. Every interval the probe changes a ConfigMap on Harvester; the
+// bench's watch sees the change (as it sees a VMI come up, where P1 starts); the relay's own
+// watch, through the fault proxy with a ServiceAccount's token as the provider's is, sees it too,
+// and a worker patches the status of an idle HarvesterMachine (no owner: the provider leaves it
+// alone) on the management cluster; the bench's watch of HarvesterMachines sees that (as it sees
+// a machine provisioned). relay: the bench's watch of Harvester -> its watch of the management
+// cluster, per change relayed; patches: the status patches' round trips, the management
+// apiserver's write latency (the baseline of the provider's status patches).
 type relayProbe struct {
 	mu      sync.Mutex
 	seen    map[int]time.Time // Harvester's change i seen by the bench's watch
@@ -182,11 +186,13 @@ func (p *relayProbe) relay() []time.Duration {
 	return ds
 }
 
-// startRelay starts the relay probe: harvester and harvesterCache are an admin client and the
-// bed's cache of the simulated Harvester, management and managementCache the management
-// cluster's. stop deletes the probe's objects and returns it.
-func startRelay(ctx context.Context, harvester client.Client, harvesterCache cache.Cache, management client.Client, managementCache cache.Cache, interval time.Duration) (stop func() (*relayProbe, error), err error) {
+// startRelay starts the relay probe on the simulated Harvester h (its admin client makes the
+// changes, the bed's cache of it is the bench's watch); management and managementCache are the
+// management cluster's client and the bench's cache of it. stop deletes the probe's objects and
+// returns it.
+func startRelay(ctx context.Context, h *harvestersim.Harvester, management client.Client, managementCache cache.Cache, interval time.Duration) (stop func() (*relayProbe, error), err error) {
 	const ns = "bench-probe"
+	harvester, harvesterCache := h.Client(), h.Env.Manager.GetCache()
 	for _, c := range []client.Client{harvester, management} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, err
@@ -204,33 +210,51 @@ func startRelay(ctx context.Context, harvester client.Client, harvesterCache cac
 	if err := management.Create(ctx, hm); err != nil {
 		return nil, err
 	}
+	probeCtx, cancel := context.WithCancel(ctx)
+	relayWatch, err := relayCache(probeCtx, h, ns)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	p := &relayProbe{seen: map[int]time.Time{}, relayed: map[int]time.Time{}}
 	latest := make(chan int, 1) // the newest change not relayed yet
-	probeCtx, cancel := context.WithCancel(ctx)
 	var active atomic.Bool
 	active.Store(true)
-	if err := addHandler(ctx, harvesterCache, &corev1.ConfigMap{}, func(obj any) {
+	change := func(obj any) (int, bool) {
 		c, ok := obj.(*corev1.ConfigMap)
 		if !ok || c.Namespace != ns || c.Name != cm.Name || !active.Load() {
-			return
+			return 0, false
 		}
 		i, err := strconv.Atoi(c.Data["seq"])
-		if err != nil || i < 0 {
-			return
+		return i, err == nil && i >= 0
+	}
+	if err := addHandler(ctx, harvesterCache, &corev1.ConfigMap{}, func(obj any) {
+		if i, ok := change(obj); ok {
+			p.mu.Lock()
+			if _, ok := p.seen[i]; !ok {
+				p.seen[i] = time.Now()
+			}
+			p.mu.Unlock()
 		}
-		p.mu.Lock()
-		if _, ok := p.seen[i]; !ok {
-			p.seen[i] = time.Now()
-		}
-		p.mu.Unlock()
-		select { // the worker relays the newest change; an older one waiting is dropped
-		case <-latest:
-		default:
-		}
-		latest <- i
 	}); err != nil {
 		cancel()
 		return nil, err
+	}
+	if err := addHandler(ctx, relayWatch, &corev1.ConfigMap{}, func(obj any) {
+		if i, ok := change(obj); ok {
+			select { // the worker relays the newest change; an older one waiting is dropped
+			case <-latest:
+			default:
+			}
+			latest <- i
+		}
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	if !relayWatch.WaitForCacheSync(ctx) {
+		cancel()
+		return nil, errors.New("the relay's watch of Harvester did not sync")
 	}
 	if err := addHandler(ctx, managementCache, &infrav1.HarvesterMachine{}, func(obj any) {
 		m, ok := obj.(*infrav1.HarvesterMachine)
@@ -302,4 +326,40 @@ func startRelay(ctx context.Context, harvester client.Client, harvesterCache cac
 		active.Store(false)
 		return p, errors.Join(p.failed, client.IgnoreNotFound(management.Delete(ctx, hm)), client.IgnoreNotFound(harvester.Delete(ctx, cm)))
 	}, nil
+}
+
+// relayCache is the relay's own watch of the ConfigMaps of namespace ns on the simulated Harvester,
+// as the provider watches it: through the fault proxy, as a ServiceAccount allowed to read only
+// those, with its own User-Agent (not counted as the provider's). It runs until ctx ends.
+func relayCache(ctx context.Context, h *harvestersim.Harvester, ns string) (cache.Cache, error) {
+	const name = "bench-relay"
+	objs := []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}},
+	}
+	for _, o := range objs {
+		if err := h.Client().Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	kubeconfig, err := h.Kubeconfig(ctx, ns, name, ns, time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = name
+	c, err := cache.New(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = c.Start(ctx) }()
+	return c, nil
 }

@@ -444,7 +444,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	if err != nil {
 		return nil, err
 	}
-	stopProbe, err := startRelay(ctx, tb.Harvester.Client(), tb.Harvester.Env.Manager.GetCache(), tb.Management.Client, tb.Management.Manager.GetCache(), 100*time.Millisecond)
+	stopProbe, err := startRelay(ctx, tb.Harvester, tb.Management.Client, tb.Management.Manager.GetCache(), 100*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
