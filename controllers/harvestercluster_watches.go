@@ -6,6 +6,7 @@ import (
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/predicates"
@@ -41,6 +42,11 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 		// A rotated or fixed kubeconfig in an identity Secret is used at once (metadata only:
 		// the provider does not cache Secrets' data).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToClusters), builder.OnlyMetadata).
+		// Its guest's ClusterResourceSet, from the start: one deleted or changed by hand is
+		// written again, and a manager whose RBAC does not let it read them fails to start (the
+		// watch never syncs) instead of a reconcile waiting for ever on a cache made on its
+		// first read. Status updates (CAPI's, as it applies the set) do not wake the cluster.
+		Owns(&addonsv1.ClusterResourceSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A cluster being deleted waits for its machines: their deletions bring it back.
 		Watches(&infrav1.HarvesterMachine{}, handler.EnqueueRequestsFromMapFunc(r.machineToCluster),
 			builder.WithPredicates(predicate.Funcs{

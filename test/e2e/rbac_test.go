@@ -17,7 +17,8 @@ import (
 
 // The manager runs with the RBAC its components ship, so a rule missing from config/rbac fails a
 // scenario: here the rule on ClusterResourceSets is taken away from the installed ClusterRole,
-// and the guest gets no addons until it is back.
+// and the guest gets no addons until it is back. Run first in the suite (or alone), it also
+// catches a reconcile that waits for ever on a cache its first read of a forbidden kind made.
 var _ = Describe("The manager's shipped RBAC", func() {
 	It("is what the manager runs with: without its ClusterResourceSet rule no guest gets addons", func() {
 		role := &rbacv1.ClusterRole{}
@@ -58,6 +59,14 @@ var _ = Describe("The manager's shipped RBAC", func() {
 			c := conditionOf(g, tc.HarvesterCluster, infrav1.AddonsReadyCondition)
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 		}, 2*time.Minute).Should(Succeed())
+
+		By("writing the ClusterResourceSet again when it is deleted by hand")
+		first := crs.UID
+		Expect(mgmt().Delete(ctx, crs)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(crs), crs)).To(Succeed())
+			g.Expect(crs.UID).NotTo(Equal(first))
+		}).Should(Succeed())
 		deleteCluster(tc)
 		leakFree(tc.Target)
 	})
