@@ -45,8 +45,15 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 		// Its guest's ClusterResourceSet, from the start: one deleted or changed by hand is
 		// written again, and a manager whose RBAC does not let it read them fails to start (the
 		// watch never syncs) instead of a reconcile waiting for ever on a cache made on its
-		// first read. Status updates (CAPI's, as it applies the set) do not wake the cluster.
-		Owns(&addonsv1.ClusterResourceSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// first read. Neither its creation (the cluster's own write: waking it then made its
+		// next status patch meet a stale cache) nor status updates (CAPI's, as it applies the
+		// set) wake the cluster.
+		Owns(&addonsv1.ClusterResourceSet{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
+			},
+		})).
 		// A cluster being deleted waits for its machines: their deletions bring it back.
 		Watches(&infrav1.HarvesterMachine{}, handler.EnqueueRequestsFromMapFunc(r.machineToCluster),
 			builder.WithPredicates(predicate.Funcs{

@@ -390,6 +390,28 @@ func (p *Provider) Pid() int {
 // Log returns the manager's output so far.
 func (p *Provider) Log() ([]byte, error) { return os.ReadFile(p.LogFile) }
 
+// Exited says whether the manager the bed started has ended without being stopped or killed
+// by the bed (a crash, or leadership lost), and how. A pod would be restarted; the bed does
+// not restart it, so every later request to its webhooks is refused, and a failed spec says
+// why with this.
+func (p *Provider) Exited() (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false, nil
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// LogTail is the last n lines of the manager's output.
+func (p *Provider) LogTail(n int) string { return logTail(p.LogFile, n) }
+
 func (p *Provider) cleanup() error {
 	return errors.Join(p.Stop(), os.RemoveAll(p.workDir))
 }

@@ -63,6 +63,20 @@ var _ = AfterSuite(func() {
 	}
 })
 
+// A failed spec says whether the manager was still running and shows the end of its log: the
+// bed does not restart it as a Deployment would, so one that ended fails every later spec with
+// refused webhook calls, and its log goes with the bed.
+var _ = AfterEach(func() {
+	if !CurrentSpecReport().Failed() || testBed == nil || testBed.Provider == nil {
+		return
+	}
+	if exited, err := testBed.Provider.Exited(); exited {
+		GinkgoWriter.Printf("--- the manager had exited (%v); the last lines of its log ---\n%s\n", err, testBed.Provider.LogTail(60))
+		return
+	}
+	GinkgoWriter.Printf("--- the manager is running; the last lines of its log ---\n%s\n", testBed.Provider.LogTail(30))
+})
+
 // The suite's slowest specs go to E2E_TIMINGS (a markdown table), so that the time `make test`
 // spends here can be read without rerunning it verbosely.
 var _ = ReportAfterSuite("spec durations", func(report Report) {
