@@ -309,6 +309,23 @@ func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 
 	before := hm.DeepCopy()
+	paused := setPausedCondition(hm, cluster, "HarvesterMachine")
+	// The finalizer comes once the machine has an owner, that is, once it may make a VM. It is
+	// written first, before anything is read or made for the VM, and the reconcile goes on from
+	// the version that write made: the status (conditions, in the deferred patch) follows in
+	// the same reconcile instead of a second one.
+	if !paused && hm.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(hm, infrav1.MachineFinalizer) {
+		written, err := r.writeFinalizer(ctx, before)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !equality.Semantic.DeepEqual(written.Status, before.Status) {
+			// The copy read was behind the server's: done again from the newer one.
+			return ctrl.Result{RequeueAfter: staleReadRetry}, nil
+		}
+		hm.ObjectMeta = *written.ObjectMeta.DeepCopy()
+		before = written
+	}
 	defer func() {
 		switch err := r.patch(ctx, before, hm); {
 		case apierrors.IsConflict(err) && reterr == nil:
@@ -319,12 +336,7 @@ func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()
-	if setPausedCondition(hm, cluster, "HarvesterMachine") {
-		return ctrl.Result{}, nil
-	}
-	// The finalizer comes once the machine has an owner, that is, once it may make a VM; it is
-	// written (with the Paused condition, in the deferred patch) before anything is made.
-	if hm.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(hm, infrav1.MachineFinalizer) {
+	if paused {
 		return ctrl.Result{}, nil
 	}
 
@@ -644,6 +656,20 @@ func (r *HarvesterMachineReconciler) patch(ctx context.Context, before, hm *infr
 	return ignoreGone(err, hm)
 }
 
+// writeFinalizer adds the machine's finalizer to read, the version the reconcile read, and
+// returns the server's version after that write (status included); the write is recorded as
+// the reconcile's own, so that a later reconcile that reads read from a lagging cache works
+// from it (see ownLastWrite).
+func (r *HarvesterMachineReconciler) writeFinalizer(ctx context.Context, read *infrav1.HarvesterMachine) (*infrav1.HarvesterMachine, error) {
+	written := read.DeepCopy()
+	controllerutil.AddFinalizer(written, infrav1.MachineFinalizer)
+	if err := r.Client.Patch(ctx, written, client.MergeFrom(read)); err != nil {
+		return nil, fmt.Errorf("adding the finalizer: %w", err)
+	}
+	r.wroteOver(client.ObjectKeyFromObject(read), []string{read.ResourceVersion}, written)
+	return written, nil
+}
+
 // harvesterResult is the package's harvesterResult, with the machine's reference rechecks after
 // r.ReferenceRecheck when it is set.
 func (r *HarvesterMachineReconciler) harvesterResult(ctx context.Context, err error, report func(reason, message string)) (ctrl.Result, error) {
@@ -677,6 +703,14 @@ func (r *HarvesterMachineReconciler) wroteOver(key types.NamespacedName, over []
 	if written == nil || written.ResourceVersion == "" {
 		return
 	}
+	// Writes that went on from an earlier own write (the finalizer's, then the status) also
+	// replaced what that one had.
+	if v, ok := r.superseded.Load(key); ok {
+		if prev := v.(*ownWrite); slices.Contains(over, prev.written.ResourceVersion) {
+			over = append(slices.Clone(over), prev.over...)
+		}
+	}
+	slices.Sort(over)
 	over = slices.DeleteFunc(slices.Compact(over), func(v string) bool { return v == "" || v == written.ResourceVersion })
 	if len(over) > 0 {
 		w := written.DeepCopy()

@@ -1,0 +1,186 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+// ownedMachine is a HarvesterMachine its Machine owns, of a Cluster whose infrastructure is not
+// provisioned yet, with the objects a reconcile reads before it would make a VM.
+func ownedMachine() (*infrav1.HarvesterMachine, []client.Object) {
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "HarvesterCluster", Name: "c"}}}
+	machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m",
+		Labels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
+		Spec: clusterv1.MachineSpec{ClusterName: "c"}}
+	hc := &infrav1.HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	hm := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m", UID: "u"}}}}
+	return hm, []client.Object{cluster, machine, hc, hm}
+}
+
+// The reconcile that finds an owned machine without the finalizer writes it first, before it
+// reads anything a VM would be made from, and goes on in the same reconcile: the machine's
+// conditions follow in one status write, with no second reconcile needed for them.
+func TestMachineFinalizerIsWrittenFirstAndTheReconcileGoesOn(t *testing.T) {
+	ctx := context.Background()
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hm, objs := ownedMachine()
+	var writes []string
+	var base client.Client
+	clusterRead, finalizerFirst := false, false
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(hm).Build(), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*infrav1.HarvesterCluster); ok {
+				// Read on the way to a VM: the finalizer must be on the server by then.
+				clusterRead = true
+				finalizerFirst = controllerutil.ContainsFinalizer(readMachine(t, base, hm), infrav1.MachineFinalizer)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			writes = append(writes, "metadata")
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			writes = append(writes, sub)
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	base = c
+	r := &HarvesterMachineReconciler{Client: c}
+	read := readMachine(t, c, hm)
+
+	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hm)})
+	if err != nil || res != (ctrl.Result{}) {
+		t.Fatalf("reconcile: %+v, %v", res, err)
+	}
+	if !clusterRead {
+		t.Error("the reconcile stopped after the finalizer: the HarvesterCluster was not read")
+	} else if !finalizerFirst {
+		t.Error("the HarvesterCluster was read before the finalizer was on the server")
+	}
+	if len(writes) != 2 || writes[0] != "metadata" || writes[1] != "status" {
+		t.Fatalf("writes %v, want [metadata status]", writes)
+	}
+	got := readMachine(t, c, hm)
+	if !controllerutil.ContainsFinalizer(got, infrav1.MachineFinalizer) {
+		t.Fatal("no finalizer")
+	}
+	if reason := conditions.GetReason(got, infrav1.VirtualMachineReadyCondition); reason != infrav1.WaitingForClusterInfrastructureReason {
+		t.Errorf("VirtualMachineReady reason %q: the reconcile did not go on past the finalizer", reason)
+	}
+	if !conditions.IsFalse(got, clusterv1.PausedCondition) {
+		t.Error("no Paused=False condition")
+	}
+	// A reconcile from the cache's copy of either version the two writes left behind works
+	// from the last write: nothing to write again, and no conflict.
+	if own := r.ownLastWrite(read.DeepCopy()); own == nil || own.ResourceVersion != got.ResourceVersion {
+		t.Errorf("the version read before the finalizer does not give the last write %s: %v", got.ResourceVersion, own)
+	}
+	writes = nil
+	if res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hm)}); err != nil || res != (ctrl.Result{}) || len(writes) != 0 {
+		t.Fatalf("second reconcile: %+v, %v, writes %v; want nothing written", res, err, writes)
+	}
+}
+
+// A failed finalizer write stops the reconcile before anything else is read or written; a
+// finalizer write that shows the copy read was behind the server's status writes nothing more
+// and comes back soon.
+func TestMachineFinalizerWriteFailsOrMeetsANewerStatus(t *testing.T) {
+	ctx := context.Background()
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("refused")
+	for _, tc := range []struct {
+		name    string
+		fail    bool
+		wantErr bool
+		want    ctrl.Result
+	}{
+		{name: "refused", fail: true, wantErr: true},
+		{name: "newer status on the server", want: ctrl.Result{RequeueAfter: staleReadRetry}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hm, objs := ownedMachine()
+			var writes []string
+			readCluster := false
+			var inner client.WithWatch
+			c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(hm).Build(), interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, ok := obj.(*infrav1.HarvesterCluster); ok {
+						readCluster = true
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					writes = append(writes, "metadata")
+					if tc.fail {
+						return refused
+					}
+					return c.Patch(ctx, obj, patch, opts...)
+				},
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+					writes = append(writes, sub)
+					return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				},
+			})
+			inner = c
+			r := &HarvesterMachineReconciler{Client: c}
+			if !tc.fail {
+				// Another writer's status, which the reconcile's read (a lagging cache) will not
+				// have: the server moves on between the read and the finalizer write.
+				stale := readMachine(t, c, hm)
+				newer := stale.DeepCopy()
+				setVMCondition(newer, metav1.ConditionFalse, infrav1.VMCreatingReason, "")
+				if err := inner.Status().Update(ctx, newer); err != nil {
+					t.Fatal(err)
+				}
+				r.Client = interceptor.NewClient(c, interceptor.Funcs{
+					Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+						if m, ok := obj.(*infrav1.HarvesterMachine); ok {
+							stale.DeepCopyInto(m)
+							return nil
+						}
+						return c.Get(ctx, key, obj, opts...)
+					},
+				})
+				writes = nil
+			}
+			res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hm)})
+			if (err != nil) != tc.wantErr || (tc.wantErr && !errors.Is(err, refused)) || res != tc.want {
+				t.Fatalf("reconcile: %+v, %v; want %+v, error %v", res, err, tc.want, tc.wantErr)
+			}
+			if len(writes) != 1 || writes[0] != "metadata" {
+				t.Errorf("writes %v, want the finalizer's only", writes)
+			}
+			if readCluster {
+				t.Error("the reconcile went on to read the HarvesterCluster")
+			}
+			if !tc.fail {
+				got := readMachine(t, inner, hm)
+				if conditions.GetReason(got, infrav1.VirtualMachineReadyCondition) != infrav1.VMCreatingReason {
+					t.Errorf("the newer status was overwritten: %+v", got.Status.Conditions)
+				}
+			}
+		})
+	}
+}
