@@ -5,15 +5,19 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
 
 // Only the VM and VMI updates that change what a machine's reconcile reads wake it.
@@ -137,4 +141,59 @@ func TestMachineAndClusterUpdatesWakeMachinesOnlyForWhatTheyRead(t *testing.T) {
 		change(changed)
 		g.Expect(update(clusterChangedForMachines, hc, changed)).To(BeTrue(), "HarvesterCluster %s", name)
 	}
+}
+
+// A VMI that comes up running with an address puts its machine ahead of the machines queued
+// before it; every other VMI event queues as usual, and a queue without priorities gets a plain
+// add.
+func TestReadyVMIGoesAheadOfTheQueue(t *testing.T) {
+	g := NewWithT(t)
+	vmi := func(machine string, phase kubevirtv1.VirtualMachineInstancePhase, ip string) *kubevirtv1.VirtualMachineInstance {
+		v := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "target", Name: machine + "-vm",
+			Labels: map[string]string{harvester.LabelMachine: machine, harvester.LabelMachineNamespace: "ns"}},
+			Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: phase, NodeName: "host-1"}}
+		if ip != "" {
+			v.Status.Interfaces = []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", IP: ip}}
+		}
+		return v
+	}
+	update := func(old, changed client.Object) event.TypedUpdateEvent[client.Object] {
+		old.SetResourceVersion("1")
+		changed.SetResourceVersion("2") // an equal version is a resync, which queues at low priority
+		return event.TypedUpdateEvent[client.Object]{ObjectOld: old, ObjectNew: changed}
+	}
+	req := func(name string) reconcile.Request {
+		return reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: name}}
+	}
+	h := readyFirst(harvesterObjectToMachine)
+	ctx := t.Context()
+
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	// Queued first: a VMI that is scheduled, one running without an address yet, and one that
+	// was running with an address already and moved host.
+	h.Update(ctx, update(vmi("a", kubevirtv1.Scheduling, ""), vmi("a", kubevirtv1.Scheduled, "")), q)
+	h.Update(ctx, update(vmi("b", kubevirtv1.Scheduled, ""), vmi("b", kubevirtv1.Running, "")), q)
+	moved := vmi("c", kubevirtv1.Running, "10.0.0.3")
+	moved.Status.NodeName = "host-2"
+	h.Update(ctx, update(vmi("c", kubevirtv1.Running, "10.0.0.3"), moved), q)
+	// Then the one that comes up.
+	h.Update(ctx, update(vmi("d", kubevirtv1.Running, ""), vmi("d", kubevirtv1.Running, "10.0.0.4")), q)
+	g.Eventually(q.Len).Should(Equal(4))
+	var order []string
+	var priorities []int
+	for range 4 {
+		item, priority, _ := q.GetWithPriority()
+		order, priorities = append(order, item.Name), append(priorities, priority)
+		q.Done(item)
+	}
+	g.Expect(order).To(Equal([]string{"d", "a", "b", "c"}))
+	g.Expect(priorities).To(Equal([]int{readyPriority, 0, 0, 0}))
+
+	plain := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer plain.ShutDown()
+	h.Update(ctx, update(vmi("d", kubevirtv1.Running, ""), vmi("d", kubevirtv1.Running, "10.0.0.4")), plain)
+	g.Expect(plain.Len()).To(Equal(1))
+	item, _ := plain.Get()
+	g.Expect(item).To(Equal(req("d")))
 }
