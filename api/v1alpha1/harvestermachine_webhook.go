@@ -15,10 +15,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
-// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvestermachines,versions=v1alpha1,name=default.harvestermachine.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create,path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvestermachines,versions=v1alpha1,name=default.harvestermachine.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
 // +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvestermachines,versions=v1alpha1,name=validation.harvestermachine.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
 
-// HarvesterMachineWebhook defaults and validates HarvesterMachines.
+// HarvesterMachineWebhook defaults and validates HarvesterMachines. Defaults are applied when a
+// machine is made: its spec cannot change after that (ValidateUpdate), so defaulting it again on
+// every update could only find nothing to do or make a change that is then refused. The
+// validating webhook is not called for updates that leave the spec as it was (CAPI's labels,
+// owners and finalizers, the provider's): config/webhook/kustomization.yaml gives it a match
+// condition, so each such write costs the apiserver no call to the manager.
 type HarvesterMachineWebhook struct{}
 
 var (

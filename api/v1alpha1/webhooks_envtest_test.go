@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
@@ -638,10 +639,44 @@ func TestImmutableFieldsAreRefusedOnUpdate(t *testing.T) {
 		changed.Spec.ProviderID = "harvester://6f1a5c1e-0000-4000-8000-000000000002"
 		expectInvalid(g, env.Client.Update(ctx, changed), "spec.providerID", "cannot change once set")
 
-		// Labels and annotations are not spec: CAPI propagates them in place.
+		// Labels and annotations are not spec: CAPI propagates them in place. Such an update
+		// calls neither webhook (the spec was defaulted when the machine was made and cannot
+		// change); one that changes the spec still meets the validation.
+		validating, mutating := webhookCalls(g, "/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine"),
+			webhookCalls(g, "/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine")
 		m.Labels = map[string]string{"team": "a"}
+		m.Finalizers = []string{infrav1.MachineFinalizer}
+		g.Expect(env.Client.Update(ctx, m)).To(Succeed())
+		g.Expect(webhookCalls(g, "/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine")).To(Equal(validating))
+		g.Expect(webhookCalls(g, "/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine")).To(Equal(mutating))
+		changed = m.DeepCopy()
+		changed.Spec.Memory = resource.MustParse("16Gi")
+		expectInvalid(g, env.Client.Update(ctx, changed), "spec", "cannot change")
+		g.Expect(webhookCalls(g, "/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine")).To(Equal(validating + 1))
+		g.Expect(webhookCalls(g, "/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine")).To(Equal(mutating))
+		m.Finalizers = nil
 		g.Expect(env.Client.Update(ctx, m)).To(Succeed())
 	})
+}
+
+// webhookCalls is how many requests the in-process webhook server has answered on path.
+func webhookCalls(g Gomega, path string) float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_webhook_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "webhook" && l.GetValue() == path {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }
 
 func TestTemplatesAllowTopologyDryRun(t *testing.T) {

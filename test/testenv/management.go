@@ -68,7 +68,12 @@ func ManagementOptions() (Options, error) {
 	if err := m.add(ours, providerWebhookPrefix); err != nil {
 		return Options{}, err
 	}
-	if err := m.addFiles(providerWebhookPrefix, filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")); err != nil {
+	// As config/default renders them (with their match conditions), not controller-gen's file.
+	webhooks, err := Kustomize(filepath.Join(RepoRoot(), "config", "webhook"))
+	if err != nil {
+		return Options{}, err
+	}
+	if err := m.add(webhooks, providerWebhookPrefix); err != nil {
 		return Options{}, err
 	}
 	if err := m.addFiles("capi-", filepath.Join(capi, "config", "webhook", "manifests.yaml")); err != nil {
