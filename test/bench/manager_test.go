@@ -222,6 +222,8 @@ type managerSample struct {
 	// management are its management-cluster requests by "verb resource", conflicts those
 	// answered 409 (capi_harvester_management_requests_total).
 	management, conflicts map[string]int
+	// webhooks are the calls its webhook server answered, by path.
+	webhooks map[string]int
 	// statusPatch is the round trip of its HarvesterMachine status patches.
 	statusPatch histogram
 	queue       machineQueue
@@ -237,7 +239,7 @@ func (m *providerManager) sample(ctx context.Context) (managerSample, error) {
 		return managerSample{}, err
 	}
 	out := managerSample{
-		harvester: clientRequests(families), management: map[string]int{}, conflicts: map[string]int{},
+		harvester: clientRequests(families), management: map[string]int{}, conflicts: map[string]int{}, webhooks: map[string]int{},
 		statusPatch: histogram{buckets: map[float64]uint64{}},
 		queue:       machineQueueTimes(families), reconciles: reconcileResults(families),
 	}
@@ -251,6 +253,10 @@ func (m *providerManager) sample(ctx context.Context) (managerSample, error) {
 				if l["result"] == "409" {
 					out.conflicts[key] += n
 				}
+			}
+		case "controller_runtime_webhook_requests_total":
+			for _, mm := range f.GetMetric() {
+				out.webhooks[metricLabels(mm)["webhook"]] += int(mm.GetCounter().GetValue())
 			}
 		case "capi_harvester_management_request_duration_seconds":
 			for _, mm := range f.GetMetric() {

@@ -125,6 +125,10 @@ type APICost struct {
 	ManagementConflicts map[string]int `json:"managementConflicts"`
 	// ManagementSteadyByResource is the steady window's management requests by "verb resource".
 	ManagementSteadyByResource map[string]int `json:"managementSteadyByResource"`
+	// WebhookCalls are the admission and conversion requests the management apiserver sent the
+	// manager over the machines' lifecycle, by path (controller_runtime_webhook_requests_total):
+	// each is a round trip the apiserver waits for inside a write of CAPI's or the provider's.
+	WebhookCalls map[string]int `json:"webhookCalls"`
 	// SteadyEvents are the watch events in the steady window, by "<cluster> <Kind> <event>
 	// <writer>" (the writer of an update: the field managers whose managedFields entries it
 	// changed): what could wake a controller while nothing is meant to change.
@@ -473,6 +477,7 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "| P3 requests per minute at steady state (%.0f s window, server side) | %.1f | 0 (idle client) | |\n", c.SteadyWindowSeconds, sum(c.SteadyPerMinute))
 	fmt.Fprintf(&b, "| P3 management-cluster requests per machine lifecycle (writes) | %.1f (%.1f) | | |\n", sum(c.ManagementPerMachine), writes(c.ManagementPerMachine))
 	fmt.Fprintf(&b, "| P3 management-cluster requests per minute at steady state | %.1f | | |\n", sum(c.ManagementSteadyPerMinute))
+	fmt.Fprintf(&b, "| P3 webhook calls to the manager per machine lifecycle | %.1f | | |\n", sum(perMachine(c.WebhookCalls, r.Machines, func(k string) string { return k })))
 	if r.P4 != nil {
 		lat("P4", r.P4)
 	} else {
@@ -498,6 +503,7 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "\nSteady state, requests per minute by verb (server side): %v; client side: %v; requests in the window by verb and resource (server side): %v.\n",
 		c.SteadyPerMinute, c.SteadyClientPerMinute, c.SteadyByResource)
 	fmt.Fprintf(&b, "\nManagement requests answered 409 Conflict (the whole run): %v.\n", c.ManagementConflicts)
+	fmt.Fprintf(&b, "\nWebhook calls to the manager over the lifecycle, by path: %v.\n", c.WebhookCalls)
 	fmt.Fprintf(&b, "\nSteady state, management requests by verb and resource: %v.\n", c.ManagementSteadyByResource)
 	if !c.SettleQuiet {
 		fmt.Fprintf(&b, "\n**The watched objects never stopped changing** (%.0f s after the last machine was provisioned): the steady window started anyway.\n", c.SettleSeconds)

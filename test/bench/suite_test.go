@@ -177,6 +177,15 @@ func TestSuiteRunsSmall(t *testing.T) {
 	if r.P3.ServerPerMachine["create"] == 0 || r.P3.ClientPerMachine["create"] == 0 || r.P3.BaselinePerMachine["create"] == 0 {
 		t.Errorf("P3 counted no creates: %+v", r.P3)
 	}
+	// Every machine (and the relay probe's) is made through both webhooks; of a machine's
+	// updates only the one that fills in providerID changes the spec and is validated (the
+	// shipped webhook configuration's match condition), not CAPI's and the provider's metadata
+	// patches, and none is defaulted.
+	const mutateMachine, validateMachine = "/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine",
+		"/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine"
+	if w := r.P3.WebhookCalls; w[mutateMachine] < s.machines || w[validateMachine] < w[mutateMachine] || w[validateMachine]-w[mutateMachine] > s.machines {
+		t.Errorf("webhook calls %v: want at least %d HarvesterMachines defaulted, each validated, and at most %d validations of updates", w, s.machines, s.machines)
+	}
 	if len(r.ScaleOut) != 2 {
 		t.Errorf("scale-out: %+v, want both modes", r.ScaleOut)
 	}
@@ -568,6 +577,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	res.cost.ManagementPerMachine = perMachine(mgmtLifecycle, s.machines, verbOf)
 	res.cost.ManagementByResource = mgmtLifecycle
 	res.cost.ManagementConflicts = m3.conflicts
+	res.cost.WebhookCalls = add(diff(m1.webhooks, m0.webhooks), diff(m3.webhooks, m2.webhooks))
 	return res, nil
 }
 
