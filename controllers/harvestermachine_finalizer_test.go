@@ -45,24 +45,16 @@ func TestMachineFinalizerIsWrittenFirstAndTheReconcileGoesOn(t *testing.T) {
 	var writes []string
 	var base client.Client
 	clusterRead, finalizerFirst := false, false
-	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(hm).Build(), interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if _, ok := obj.(*infrav1.HarvesterCluster); ok {
-				// Read on the way to a VM: the finalizer must be on the server by then.
-				clusterRead = true
-				finalizerFirst = controllerutil.ContainsFinalizer(readMachine(t, base, hm), infrav1.MachineFinalizer)
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			writes = append(writes, "metadata")
-			return c.Patch(ctx, obj, patch, opts...)
-		},
-		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			writes = append(writes, sub)
-			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-		},
-	})
+	funcs := recordPatches(&writes, nil)
+	funcs.Get = func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, ok := obj.(*infrav1.HarvesterCluster); ok {
+			// Read on the way to a VM: the finalizer must be on the server by then.
+			clusterRead = true
+			finalizerFirst = controllerutil.ContainsFinalizer(readMachine(t, base, hm), infrav1.MachineFinalizer)
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(hm).Build(), funcs)
 	base = c
 	r := &HarvesterMachineReconciler{Client: c}
 	read := readMachine(t, c, hm)
@@ -124,25 +116,18 @@ func TestMachineFinalizerWriteFailsOrMeetsANewerStatus(t *testing.T) {
 			var writes []string
 			readCluster := false
 			var inner client.WithWatch
-			c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(hm).Build(), interceptor.Funcs{
-				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if _, ok := obj.(*infrav1.HarvesterCluster); ok {
-						readCluster = true
-					}
-					return c.Get(ctx, key, obj, opts...)
-				},
-				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-					writes = append(writes, "metadata")
-					if tc.fail {
-						return refused
-					}
-					return c.Patch(ctx, obj, patch, opts...)
-				},
-				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-					writes = append(writes, sub)
-					return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-				},
-			})
+			var fail error
+			if tc.fail {
+				fail = refused
+			}
+			funcs := recordPatches(&writes, fail)
+			funcs.Get = func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if _, ok := obj.(*infrav1.HarvesterCluster); ok {
+					readCluster = true
+				}
+				return c.Get(ctx, key, obj, opts...)
+			}
+			c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(hm).Build(), funcs)
 			inner = c
 			r := &HarvesterMachineReconciler{Client: c}
 			if !tc.fail {

@@ -28,16 +28,7 @@ func TestMachinePatchWritesSpecThenStatusLocked(t *testing.T) {
 	}
 	hm := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"}}
 	var writes []string
-	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(hm).WithStatusSubresource(hm).Build(), interceptor.Funcs{
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			writes = append(writes, "spec")
-			return c.Patch(ctx, obj, patch, opts...)
-		},
-		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			writes = append(writes, sub)
-			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-		},
-	})
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(hm).WithStatusSubresource(hm).Build(), recordPatches(&writes, nil))
 	r := &HarvesterMachineReconciler{Client: c}
 	read := func() *infrav1.HarvesterMachine { t.Helper(); return readMachine(t, c, hm) }
 
@@ -53,8 +44,8 @@ func TestMachinePatchWritesSpecThenStatusLocked(t *testing.T) {
 	if err := r.patch(ctx, stale, changed); err != nil {
 		t.Fatal(err)
 	}
-	if len(writes) != 2 || writes[0] != "spec" || writes[1] != "status" {
-		t.Fatalf("writes %v, want [spec status]", writes)
+	if len(writes) != 2 || writes[0] != "metadata" || writes[1] != "status" {
+		t.Fatalf("writes %v, want [metadata status]", writes)
 	}
 	got := read()
 	if got.Spec.ProviderID != "harvester://uid" || !ptr.Deref(got.Status.Initialization.Provisioned, false) ||
@@ -228,6 +219,25 @@ func TestMachineReconcileWorksFromItsOwnWriteWhileTheCacheLags(t *testing.T) {
 	forget.Update(event.UpdateEvent{ObjectOld: intermediate, ObjectNew: last})
 	if _, ok := r.superseded.Load(client.ObjectKeyFromObject(last)); ok {
 		t.Error("the cache's copy of the last write left the record behind")
+	}
+}
+
+// recordPatches passes patches on, recording each in writes: "metadata" for one of the object
+// itself (metadata and spec), the subresource's name otherwise. A patch of the object fails with
+// fail when that is not nil.
+func recordPatches(writes *[]string, fail error) interceptor.Funcs {
+	return interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			*writes = append(*writes, "metadata")
+			if fail != nil {
+				return fail
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			*writes = append(*writes, sub)
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
 	}
 }
 
