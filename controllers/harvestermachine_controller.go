@@ -744,9 +744,10 @@ func (r *HarvesterMachineReconciler) wroteOver(key types.NamespacedName, over []
 	}
 	// Writes that went on from an earlier own write (the finalizer's, then the status) also
 	// replaced what that one had.
+	over = slices.Clone(over)
 	if v, ok := r.superseded.Load(key); ok {
 		if prev := v.(*ownWrite); slices.Contains(over, prev.written.ResourceVersion) {
-			over = append(slices.Clone(over), prev.over...)
+			over = append(over, prev.over...)
 		}
 	}
 	slices.Sort(over)
