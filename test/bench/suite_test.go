@@ -180,7 +180,7 @@ func TestSuiteRunsSmall(t *testing.T) {
 	// Every machine (and the relay probe's) is made through both webhooks; of a machine's
 	// updates only the one that fills in providerID changes the spec and is validated (the
 	// shipped webhook configuration's match condition), not CAPI's and the provider's metadata
-	// patches, and none is defaulted.
+	// patches.
 	const mutateMachine, validateMachine = "/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine",
 		"/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine"
 	if w := r.P3.WebhookCalls; w[mutateMachine] < s.machines || w[validateMachine] < w[mutateMachine] || w[validateMachine]-w[mutateMachine] > s.machines {
