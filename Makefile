@@ -160,7 +160,7 @@ e2e-harvester: envtest ## The end-to-end suite against a real Harvester: HARVEST
 .PHONY: bench
 BENCH_MACHINES ?= 50
 BENCH_OUT ?= $(CURDIR)/out/bench
-bench: envtest images ## The bench suite (docs/performance.md): BENCH_MACHINES, BENCH_CLUSTERS, BENCH_STEADY, BENCH_PROFILE=1, BENCH_SCALEOUT=0; table and plot in out/bench.
+bench: envtest images ## The bench suite (docs/performance.md): BENCH_MACHINES, BENCH_CLUSTERS, BENCH_STEADY, BENCH_BOOT_DELAY, BENCH_PROFILE=1, BENCH_SCALEOUT=0; table and plot in out/bench.
 	@rm -f $(BENCH_OUT)/report.json
 	BENCH_MACHINES=$(BENCH_MACHINES) BENCH_OUT=$(BENCH_OUT) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IMAGES_DIR=$(IMAGES_DIR) \
 		$(GO) test -run '^$$' -bench '^BenchmarkSuite$$' -benchtime 1x -timeout 60m ./test/bench/; \
