@@ -2,6 +2,7 @@ package bench
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 )
@@ -18,4 +19,28 @@ I1123 21:44:30.500000   4242 machine.go:10] "Machine provisioned" controller="ha
 		"harvestermachine label-0/bench-a": 2,
 		"harvestercluster label-0/bench":   1,
 	}))
+}
+
+func TestBootDelayIsReadAndChecked(t *testing.T) {
+	g := NewWithT(t)
+	t.Setenv("BENCH_BOOT_DELAY", "") // unset: the default
+	s, err := readSettings()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.bootDelay).To(Equal(defaultBootDelay))
+
+	t.Setenv("BENCH_BOOT_DELAY", "0")
+	s, err = readSettings()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.bootDelay).To(BeZero())
+
+	t.Setenv("BENCH_BOOT_DELAY", "500ms")
+	s, err = readSettings()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.bootDelay).To(Equal(500 * time.Millisecond))
+
+	for _, bad := range []string{"-1s", "soon"} {
+		t.Setenv("BENCH_BOOT_DELAY", bad)
+		_, err = readSettings()
+		g.Expect(err).To(HaveOccurred(), bad)
+	}
 }

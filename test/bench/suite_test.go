@@ -132,6 +132,9 @@ func readSettings() (settings, error) {
 	if s.machines < s.clusters || s.clusters < 1 {
 		return s, fmt.Errorf("BENCH_MACHINES (%d) must be at least BENCH_CLUSTERS (%d) >= 1", s.machines, s.clusters)
 	}
+	if s.bootDelay < 0 {
+		return s, fmt.Errorf("BENCH_BOOT_DELAY %s: a guest cannot report its addresses before it runs", s.bootDelay)
+	}
 	if s.services > 40 {
 		return s, fmt.Errorf("BENCH_SERVICES %d: at most 40 (the simulated Harvester's pool)", s.services)
 	}
