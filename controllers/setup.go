@@ -135,8 +135,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	secrets := newSecretClient(mgr.GetClient(), mgr.GetCache())
 	// The guests, through CAPI's ClusterCache (their <cluster>-kubeconfig Secrets), for what the
 	// provider records of them while they live: the volumes their CSI driver made on Harvester.
+	// Those Secrets are the tenants' to write: the ClusterCache reads them through the identity
+	// kubeconfigs' policy (guestKubeconfigReader).
 	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
-		SecretClient:     secrets,
+		SecretClient: &guestKubeconfigReader{
+			Reader:   secrets,
+			Policy:   o.KubeconfigPolicy,
+			Recorder: mgr.GetEventRecorderFor("guest-kubeconfig"),
+		},
 		WatchFilterValue: o.WatchFilterValue,
 		Client:           clustercache.ClientOptions{UserAgent: "cluster-api-provider-harvester"},
 	}, controller.Options{MaxConcurrentReconciles: o.ClusterConcurrency, SkipNameValidation: skip})

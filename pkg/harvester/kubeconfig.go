@@ -17,6 +17,10 @@ import (
 // program it names (exec, auth providers) and connect through any proxy. The policy admits
 // inline credentials only, and builds the client configuration from the admitted fields alone.
 //
+// A guest's `<cluster>-kubeconfig` Secret in the management cluster is such input too: it lives
+// in the tenant's namespace, and CAPI's ClusterCache, which the manager runs, would hand it to
+// client-go as it is. The manager reads it through Sanitize.
+//
 // The kubeconfig the provider writes for guests (GuestKubeconfig, with a tokenFile) is not a
 // user's and is not read through this policy.
 type KubeconfigPolicy struct {
@@ -55,18 +59,9 @@ func (p KubeconfigPolicy) RESTConfig(data []byte) (*rest.Config, error) {
 	if err := p.check(cfg); err != nil {
 		return nil, err
 	}
-	ctxName := cfg.CurrentContext
-	kctx, ok := cfg.Contexts[ctxName]
-	if ctxName == "" || !ok {
-		return nil, &KubeconfigError{Field: "current-context", Reason: "must name one of the kubeconfig's contexts"}
-	}
-	cluster, ok := cfg.Clusters[kctx.Cluster]
-	if !ok {
-		return nil, &KubeconfigError{Field: fmt.Sprintf("contexts[%s].context.cluster", ctxName), Reason: "names no cluster of the kubeconfig"}
-	}
-	user, ok := cfg.AuthInfos[kctx.AuthInfo]
-	if !ok {
-		return nil, &KubeconfigError{Field: fmt.Sprintf("contexts[%s].context.user", ctxName), Reason: "names no user of the kubeconfig"}
+	kctx, cluster, user, err := current(cfg)
+	if err != nil {
+		return nil, err
 	}
 	rc := &rest.Config{
 		Host: cluster.Server,
@@ -93,6 +88,72 @@ func (p KubeconfigPolicy) RESTConfig(data []byte) (*rest.Config, error) {
 		rc.Proxy = func(*http.Request) (*url.URL, error) { return proxy, nil }
 	}
 	return rc, nil
+}
+
+// Sanitize checks a kubeconfig against the policy and writes it anew with only the current
+// context and only the fields the policy admits (server, certificate-authority-data,
+// tls-server-name, client-certificate-data, client-key-data, token, basic credentials, and
+// proxy-url or insecure-skip-tls-verify where the flags allow them). What it returns is safe to
+// give to code that reads kubeconfigs with client-go's loader, such as CAPI's ClusterCache.
+func (p KubeconfigPolicy) Sanitize(data []byte) ([]byte, error) {
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, &KubeconfigError{Reason: kubeconfigError(err)}
+	}
+	if err := p.check(cfg); err != nil {
+		return nil, err
+	}
+	kctx, cluster, user, err := current(cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := clientcmdapi.NewConfig()
+	c := &clientcmdapi.Cluster{
+		Server:                   cluster.Server,
+		TLSServerName:            cluster.TLSServerName,
+		CertificateAuthorityData: cluster.CertificateAuthorityData,
+		InsecureSkipTLSVerify:    cluster.InsecureSkipTLSVerify,
+		ProxyURL:                 cluster.ProxyURL,
+		DisableCompression:       cluster.DisableCompression,
+	}
+	if c.ProxyURL != "" {
+		if _, err := url.Parse(c.ProxyURL); err != nil {
+			return nil, &KubeconfigError{Field: fmt.Sprintf("clusters[%s].cluster.proxy-url", kctx.Cluster), Reason: "is not a URL"}
+		}
+	}
+	out.Clusters["cluster"] = c
+	out.AuthInfos["user"] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: user.ClientCertificateData,
+		ClientKeyData:         user.ClientKeyData,
+		Token:                 user.Token,
+		Username:              user.Username,
+		Password:              user.Password,
+	}
+	out.Contexts["context"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "user"}
+	out.CurrentContext = "context"
+	written, err := clientcmd.Write(*out)
+	if err != nil {
+		return nil, &KubeconfigError{Reason: "could not be written anew"}
+	}
+	return written, nil
+}
+
+// current returns the current context with its cluster and user.
+func current(cfg *clientcmdapi.Config) (*clientcmdapi.Context, *clientcmdapi.Cluster, *clientcmdapi.AuthInfo, error) {
+	ctxName := cfg.CurrentContext
+	kctx, ok := cfg.Contexts[ctxName]
+	if ctxName == "" || !ok || kctx == nil {
+		return nil, nil, nil, &KubeconfigError{Field: "current-context", Reason: "must name one of the kubeconfig's contexts"}
+	}
+	cluster, ok := cfg.Clusters[kctx.Cluster]
+	if !ok || cluster == nil {
+		return nil, nil, nil, &KubeconfigError{Field: fmt.Sprintf("contexts[%s].context.cluster", ctxName), Reason: "names no cluster of the kubeconfig"}
+	}
+	user, ok := cfg.AuthInfos[kctx.AuthInfo]
+	if !ok || user == nil {
+		return nil, nil, nil, &KubeconfigError{Field: fmt.Sprintf("contexts[%s].context.user", ctxName), Reason: "names no user of the kubeconfig"}
+	}
+	return kctx, cluster, user, nil
 }
 
 // check refuses every form the policy does not admit, naming the first refused field (in a

@@ -240,3 +240,77 @@ func unrelatedCA(t *testing.T) []byte {
 	}
 	return pemCert(der)
 }
+
+// A guest's kubeconfig Secret is read through Sanitize: the same refusals as RESTConfig, and what
+// it admits comes back holding the current context's admitted fields only.
+func TestSanitizeRefusesWhatRESTConfigRefuses(t *testing.T) {
+	for _, edit := range []func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo){
+		func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.TokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+		},
+		func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.Exec = &clientcmdapi.ExecConfig{Command: "/bin/sh", APIVersion: "client.authentication.k8s.io/v1"}
+		},
+		func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.AuthProvider = &clientcmdapi.AuthProviderConfig{Name: "oidc"}
+		},
+		func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) { u.ClientKey = "/etc/key" },
+		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.CertificateAuthority = "/etc/ca" },
+		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.ProxyURL = "http://proxy:3128" },
+		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.InsecureSkipTLSVerify = true },
+		func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "http://guest:6443" },
+	} {
+		data := kubeconfigWith(edit)
+		_, want := KubeconfigPolicy{}.RESTConfig(data)
+		_, got := KubeconfigPolicy{}.Sanitize(data)
+		if want == nil || got == nil || got.Error() != want.Error() {
+			t.Errorf("Sanitize: %v; RESTConfig: %v; want the same refusal", got, want)
+		}
+	}
+}
+
+func TestSanitizeKeepsOnlyTheAdmittedFieldsOfTheCurrentContext(t *testing.T) {
+	g := NewWithT(t)
+	in, err := clientcmd.Write(clientcmdapi.Config{
+		Clusters: map[string]*clientcmdapi.Cluster{
+			"guest": {Server: "https://guest:6443", CertificateAuthorityData: []byte("ca"), TLSServerName: "guest.internal"},
+			"other": {Server: "https://other:6443"},
+		},
+		AuthInfos: map[string]*clientcmdapi.AuthInfo{
+			"admin": {ClientCertificateData: []byte("cert"), ClientKeyData: []byte("key"), Impersonate: "system:admin"},
+			"other": {Token: "other-token"},
+		},
+		Contexts: map[string]*clientcmdapi.Context{
+			"guest": {Cluster: "guest", AuthInfo: "admin", Namespace: "kube-system"},
+			"other": {Cluster: "other", AuthInfo: "other"},
+		},
+		CurrentContext: "guest",
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	out, err := KubeconfigPolicy{}.Sanitize(in)
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg, err := clientcmd.Load(out)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cfg.Clusters).To(HaveLen(1))
+	g.Expect(cfg.AuthInfos).To(HaveLen(1))
+	g.Expect(cfg.Contexts).To(HaveLen(1))
+	g.Expect(string(out)).NotTo(ContainSubstring("other"))
+	g.Expect(string(out)).NotTo(ContainSubstring("system:admin"), "impersonation is not carried over")
+	rc, err := clientcmd.RESTConfigFromKubeConfig(out)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rc.Host).To(Equal("https://guest:6443"))
+	g.Expect(rc.ServerName).To(Equal("guest.internal"))
+	g.Expect(string(rc.CAData)).To(Equal("ca"))
+	g.Expect(string(rc.CertData)).To(Equal("cert"))
+	g.Expect(string(rc.KeyData)).To(Equal("key"))
+
+	// The flags admit a proxy and skipping TLS checks, and those are carried over.
+	out, err = KubeconfigPolicy{AllowProxyURL: true, AllowInsecureSkipTLSVerify: true}.Sanitize(kubeconfigWith(func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+		c.ProxyURL, c.InsecureSkipTLSVerify, c.CertificateAuthorityData = "http://proxy:3128", true, nil
+	}))
+	g.Expect(err).NotTo(HaveOccurred())
+	rc, err = clientcmd.RESTConfigFromKubeConfig(out)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rc.Insecure).To(BeTrue())
+	g.Expect(rc.Proxy).NotTo(BeNil())
+}
