@@ -186,6 +186,8 @@ func run(o *options) error {
 		if err := infrav1.SetupWebhooksWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up webhooks: %w", err)
 		}
+		// Served always, called only where the admin applied config/management's webhook.
+		controllers.SetupKubeconfigWebhook(mgr, o.kubeconfigPolicy)
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 			return fmt.Errorf("adding the webhook readiness check: %w", err)
 		}

@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/internal/release"
 	ociimages "github.com/seed-0a7eb009/cluster-api-provider-harvester/test/images"
@@ -68,13 +69,15 @@ type Provider struct {
 	// HealthAddr and MetricsAddr are where the manager's health and metrics endpoints listen.
 	HealthAddr, MetricsAddr string
 
-	mgmt    client.Client
-	binary  string
-	workDir string
-	env     []string
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan error
+	mgmt client.Client
+	// toLoopback points a webhook configuration at the manager's loopback port with the bed's CA.
+	toLoopback func(*admissionv1.WebhookClientConfig)
+	binary     string
+	workDir    string
+	env        []string
+	mu         sync.Mutex
+	cmd        *exec.Cmd
+	done       chan error
 }
 
 // ProcessOverrides are the only flags the bed adds to the Deployment's: what a process outside a
@@ -194,6 +197,7 @@ func (p *Provider) install(ctx context.Context, mgmt *testenv.Environment, o Pro
 		cc.URL = ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, ptr.Deref(cc.Service.Path, "/")))
 		cc.Service, cc.CABundle = nil, caPEM
 	}
+	p.toLoopback = toLoopback
 	// Namespaces first, as kubectl and clusterctl order them.
 	slices.SortStableFunc(p.Objects, func(a, b *unstructured.Unstructured) int {
 		return boolRank(b.GetKind() == "Namespace") - boolRank(a.GetKind() == "Namespace")
@@ -525,4 +529,25 @@ func logTail(path string, n int) string {
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// ApplyValidatingWebhookFile applies a ValidatingWebhookConfiguration the repository ships for
+// admins to apply (config/management/...), with its Service reference pointed at the manager's
+// loopback port as the components' webhooks are; it returns a function that deletes it.
+func (p *Provider) ApplyValidatingWebhookFile(ctx context.Context, path string) (func() error, error) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), path))
+	if err != nil {
+		return nil, err
+	}
+	cfg := &admissionv1.ValidatingWebhookConfiguration{}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for j := range cfg.Webhooks {
+		p.toLoopback(&cfg.Webhooks[j].ClientConfig)
+	}
+	if err := apply(ctx, p.mgmt, cfg); err != nil {
+		return nil, err
+	}
+	return func() error { return client.IgnoreNotFound(p.mgmt.Delete(context.Background(), cfg)) }, nil
 }

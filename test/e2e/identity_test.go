@@ -153,6 +153,14 @@ var _ = Describe("A guest cluster's Harvester credential", func() {
 			{"naming no cluster at all", []string{"may only name itself"}, func(lb *lbv1.LoadBalancer) {
 				delete(lb.Annotations, harvestersim.AnnotationLBCluster)
 			}},
+			// Harvester's controller takes an address already in the status as allocated: the
+			// other tenant's pool and any address in it, another cluster's VIP say.
+			{"forging an allocated address in the status", []string{"status"}, func(lb *lbv1.LoadBalancer) {
+				lb.Status.AllocatedAddress = lbv1.AllocatedAddress{IPPool: "tenant-b-only", IP: "10.99.0.15"}
+			}},
+			{"forging only the address of the status", []string{"status"}, func(lb *lbv1.LoadBalancer) {
+				lb.Status.Address = "10.99.0.15"
+			}},
 		} {
 			By("refusing " + a.what)
 			var anyOf []gomegatypes.GomegaMatcher
@@ -171,6 +179,17 @@ var _ = Describe("A guest cluster's Harvester credential", func() {
 			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(lb), latest)).To(Succeed())
 			latest.Spec.IPPool = "tenant-b-only"
 			g.Expect(c.Update(ctx, latest)).To(MatchError(ContainSubstring("spec.ipPool")))
+		}).Should(Succeed())
+		By("refusing a changed status once Harvester allocated one, and an update that keeps it")
+		Eventually(func(g Gomega) {
+			latest := &lbv1.LoadBalancer{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(lb), latest)).To(Succeed())
+			g.Expect(latest.Status.AllocatedAddress.IP).NotTo(BeEmpty())
+			forged := latest.DeepCopy()
+			forged.Status.AllocatedAddress = lbv1.AllocatedAddress{IPPool: "tenant-b-only", IP: "10.99.0.15"}
+			g.Expect(c.Update(ctx, forged)).To(MatchError(ContainSubstring("status")))
+			latest.Spec.Description = "changed by the guest"
+			g.Expect(c.Update(ctx, latest)).To(Succeed())
 		}).Should(Succeed())
 
 		By("serving the legitimate one from a pool it may use, never from the other tenant's")

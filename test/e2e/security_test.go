@@ -35,7 +35,7 @@ func newTenantServer() *tenantServer {
 	s := &tenantServer{}
 	s.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		s.requests = append(s.requests, r.Method+" "+r.URL.Path+" auth="+r.Header.Get("Authorization"))
+		s.requests = append(s.requests, r.Method+" "+r.URL.Path+" agent="+r.UserAgent()+" auth="+r.Header.Get("Authorization"))
 		s.mu.Unlock()
 		http.NotFound(w, r)
 	}))
