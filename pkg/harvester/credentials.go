@@ -24,10 +24,16 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
-// Harvester's ClusterRoles for guest clusters.
+// Harvester's ClusterRoles for guest clusters, and the provider's own for the CSI driver's
+// cluster-scoped reads.
 const (
 	CloudProviderRole = "harvesterhci.io:cloudprovider"
-	CSIDriverRole     = "harvesterhci.io:csi-driver"
+	// CSIDriverRole is bound by a RoleBinding in the target namespace only: its rules (VM patch,
+	// snapshots, backups, file systems) reach every namespace when bound cluster-wide.
+	CSIDriverRole = "harvesterhci.io:csi-driver"
+	// CSIClusterRole (config/harvester/provider-identity.yaml) holds what the CSI driver reads
+	// outside a namespace: StorageClasses and its two Settings. It is bound cluster-wide.
+	CSIClusterRole = "capi-harvester-guest-csi"
 )
 
 // Where the guest finds its Harvester credential: the Secret the addons mount (whole, no
@@ -54,9 +60,17 @@ func GuestServiceAccountName(namespace, name string) string {
 	return hashedLabelName("guest", namespace, name)
 }
 
-// CSIBindingName is the ClusterRoleBinding of a guest's CSI driver: cluster-scoped, so it names
-// the target namespace and ServiceAccount (through a hash) and never collides.
+// CSIBindingName is the ClusterRoleBinding of a guest's CSI driver to CSIClusterRole:
+// cluster-scoped, so it names the target namespace and ServiceAccount (through a hash) and never
+// collides.
 func CSIBindingName(targetNamespace, serviceAccount string) string {
+	sum := sha256.Sum256([]byte(targetNamespace + "/" + serviceAccount))
+	return "capi-harvester-csi-reads-" + hex.EncodeToString(sum[:])[:16]
+}
+
+// LegacyCSIBindingName is the ClusterRoleBinding to Harvester's CSI role (every namespace) that
+// versions before the CSI role was bound per namespace made; Ensure and Delete remove it.
+func LegacyCSIBindingName(targetNamespace, serviceAccount string) string {
 	sum := sha256.Sum256([]byte(targetNamespace + "/" + serviceAccount))
 	return "capi-harvester-csi-" + hex.EncodeToString(sum[:])[:16]
 }
@@ -77,9 +91,17 @@ type GuestIdentityService struct {
 	C client.Client
 }
 
+// CSIRoleBindingName is the RoleBinding, in the target namespace, of a guest's CSI driver to
+// Harvester's CSI role.
+func CSIRoleBindingName(serviceAccount string) string {
+	return boundedName(serviceAccount+"-csi", 63)
+}
+
 // Ensure creates the guest's ServiceAccount, its namespaced RoleBinding to the
-// cloud-provider ClusterRole and, only when CSI is on, its ClusterRoleBinding to the CSI
-// driver's ClusterRole (whose rules are cluster-wide). It removes the CSI binding when CSI is off.
+// cloud-provider ClusterRole and, only when CSI is on, its RoleBinding (in the target namespace)
+// to Harvester's CSI ClusterRole and its ClusterRoleBinding to the provider's CSIClusterRole. A
+// ClusterRoleBinding of an earlier version to Harvester's CSI role (every namespace) is removed.
+// It removes the CSI bindings when CSI is off.
 func (s *GuestIdentityService) Ensure(ctx context.Context, g GuestIdentity) error {
 	c := s.C
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount, Labels: g.Labels,
@@ -100,19 +122,33 @@ func (s *GuestIdentityService) Ensure(ctx context.Context, g GuestIdentity) erro
 	if err := c.Create(ctx, rb); err != nil && !apierrors.IsAlreadyExists(err) {
 		return ClassifyError(err, "binding the guest to "+CloudProviderRole)
 	}
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: CSIBindingName(g.Namespace, g.ServiceAccount), Labels: g.Labels},
+	csiRB := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: CSIRoleBindingName(g.ServiceAccount), Labels: g.Labels},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: CSIDriverRole},
 		Subjects:   subject,
 	}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: CSIBindingName(g.Namespace, g.ServiceAccount), Labels: g.Labels},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: CSIClusterRole},
+		Subjects:   subject,
+	}
+	legacy := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: LegacyCSIBindingName(g.Namespace, g.ServiceAccount)}}
 	if !g.CSI {
-		if err := c.Delete(ctx, crb); client.IgnoreNotFound(err) != nil {
-			return ClassifyError(err, "removing the guest's CSI binding")
+		for _, obj := range []client.Object{crb, csiRB, legacy} {
+			if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				return ClassifyError(err, "removing the guest's CSI binding")
+			}
 		}
 		return nil
 	}
+	if err := c.Create(ctx, csiRB); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ClassifyError(err, "binding the guest to "+CSIDriverRole+" in its namespace")
+	}
 	if err := c.Create(ctx, crb); err != nil && !apierrors.IsAlreadyExists(err) {
-		return ClassifyError(err, "binding the guest to "+CSIDriverRole)
+		return ClassifyError(err, "binding the guest to "+CSIClusterRole)
+	}
+	if err := c.Delete(ctx, legacy); client.IgnoreNotFound(err) != nil {
+		return ClassifyError(err, "removing the guest's cluster-wide binding to "+CSIDriverRole)
 	}
 	return nil
 }
@@ -141,6 +177,8 @@ func (s *GuestIdentityService) Delete(ctx context.Context, g GuestIdentity) erro
 	c := s.C
 	objs := []client.Object{
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: CSIBindingName(g.Namespace, g.ServiceAccount)}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: LegacyCSIBindingName(g.Namespace, g.ServiceAccount)}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: CSIRoleBindingName(g.ServiceAccount)}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount}},
 	}

@@ -75,7 +75,10 @@ var _ = Describe("guest credentials", func() {
 		Expect(rb.RoleRef.Name).To(Equal(harvester.CloudProviderRole))
 		crb := &rbacv1.ClusterRoleBinding{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: harvester.CSIBindingName(tc.Target, sa)}, crb)).To(Succeed())
-		Expect(crb.RoleRef.Name).To(Equal(harvester.CSIDriverRole))
+		Expect(crb.RoleRef.Name).To(Equal(harvester.CSIClusterRole))
+		csi := &rbacv1.RoleBinding{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.CSIRoleBindingName(sa)}, csi)).To(Succeed())
+		Expect(csi.RoleRef.Name).To(Equal(harvester.CSIDriverRole), "Harvester's CSI role is bound in the target namespace only")
 
 		By("using the minted credential against Harvester's real RBAC")
 		c := guestClient(kubeconfig, token)

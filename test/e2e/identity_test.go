@@ -8,10 +8,13 @@ import (
 	. "github.com/onsi/gomega"
 	gomegatypes "github.com/onsi/gomega/types"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,12 +91,12 @@ var _ = Describe("The provider's Harvester identity", func() {
 
 		By("managing only its own CSI bindings cluster-wide (admission policy)")
 		ours := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: harvester.CSIBindingName(bound, "someone")},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: harvester.CSIDriverRole},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: harvester.CSIClusterRole},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: bound, Name: "someone"}}}
 		Expect(c.Create(ctx, ours)).To(Succeed())
 		Expect(c.Delete(ctx, ours)).To(Succeed())
 		foreign := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: harvester.CSIDriverRole},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: harvester.CSIClusterRole},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: bound, Name: "someone"}}}
 		Expect(c.Create(ctx, foreign)).To(MatchError(ContainSubstring("capi-harvester-csi-")))
 		Expect(harvesterClient().Create(ctx, foreign)).To(Succeed())
@@ -102,6 +105,13 @@ var _ = Describe("The provider's Harvester identity", func() {
 		toUser := ours.DeepCopy()
 		toUser.Subjects = []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "mallory"}}
 		Expect(c.Create(ctx, toUser)).To(MatchError(ContainSubstring("only bind")))
+		By("no longer binding Harvester's CSI role cluster-wide, but removing such a binding of an earlier version")
+		wide := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: harvester.LegacyCSIBindingName(bound, "someone")},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: harvester.CSIDriverRole},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: bound, Name: "someone"}}}
+		expectForbidden(c.Create(ctx, wide), "bind Harvester's CSI role cluster-wide")
+		Expect(harvesterClient().Create(ctx, wide)).To(Succeed())
+		Expect(c.Delete(ctx, wide)).To(Succeed())
 	})
 })
 
@@ -228,5 +238,115 @@ var _ = Describe("A target namespace the admin has not bound the identity in", f
 		Eventually(func() bool { return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)) }).
 			WithTimeout(time.Minute).Should(BeTrue())
 		leakFree(target)
+	})
+})
+
+var _ = Describe("A guest cluster's CSI credential", func() {
+	// Harvester's harvesterhci.io:csi-driver role allows `patch` on VMs and every verb on
+	// snapshots, file systems and remote backups. Bound cluster-wide (as Harvester's own
+	// kubeconfig generator does it) it reaches every tenant; the provider binds it in the target
+	// namespace only, and admission policies keep a guest to hot-plugging volumes into its own VMs.
+	It("hot-plugs volumes into its own VMs only, and reaches no other namespace", func() {
+		tc := newTestCluster("csi-reach", "csi-reach")
+		var kubeconfig []byte
+		var token string
+		Eventually(func(g Gomega) { kubeconfig, token, _ = guestCredential(g, tc) }).Should(Succeed())
+		c := guestClient(kubeconfig, token)
+
+		By("being allowed what the CSI driver does in its namespace, and nothing of it elsewhere (RBAC)")
+		can := func(verb, group, resource, namespace string) bool {
+			GinkgoHelper()
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Namespace: namespace},
+			}}
+			Expect(c.Create(ctx, review)).To(Succeed())
+			return review.Status.Allowed
+		}
+		for _, r := range []struct{ verb, group, resource string }{
+			{"patch", "kubevirt.io", "virtualmachines"},
+			{"create", "snapshot.storage.k8s.io", "volumesnapshots"},
+			{"delete", "snapshot.storage.k8s.io", "volumesnapshotcontents"},
+			{"create", "harvesterhci.io", "volumeremotebackups"},
+			{"create", "harvesterhci.io", "volumeremoterestores"},
+			{"update", "harvesterhci.io", "networkfilesystems"},
+		} {
+			Expect(can(r.verb, r.group, r.resource, tc.Target)).To(BeTrue(), "%s %s in its own namespace", r.verb, r.resource)
+			for _, other := range []string{"default", "h-someone-else", "harvester-system"} {
+				Expect(can(r.verb, r.group, r.resource, other)).To(BeFalse(), "%s %s in %s", r.verb, r.resource, other)
+			}
+		}
+		Expect(can("get", "storage.k8s.io", "storageclasses", "")).To(BeTrue(), "the driver reads StorageClasses")
+
+		By("a VM of its own cluster and one of another cluster sharing the target namespace")
+		vm := func(name, cluster string) *kubevirtv1.VirtualMachine {
+			return &kubevirtv1.VirtualMachine{
+				ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: name, Labels: map[string]string{harvester.LabelCluster: cluster}},
+				Spec: kubevirtv1.VirtualMachineSpec{
+					RunStrategy: ptr.To(kubevirtv1.RunStrategyHalted),
+					Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: kubevirtv1.VirtualMachineInstanceSpec{
+						Domain: kubevirtv1.DomainSpec{Devices: kubevirtv1.Devices{Disks: []kubevirtv1.Disk{{Name: "cloudinitdisk"}}}},
+						Volumes: []kubevirtv1.Volume{{Name: "cloudinitdisk", VolumeSource: kubevirtv1.VolumeSource{
+							CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{UserDataSecretRef: &corev1.LocalObjectReference{Name: name + "-cloudinit"}},
+						}}},
+					}},
+				},
+			}
+		}
+		own := vm("own", harvester.ClusterID(tc.Namespace, tc.Name))
+		theirs := vm("theirs", harvester.ClusterID("someone-else", "prod"))
+		for _, v := range []*kubevirtv1.VirtualMachine{own, theirs} {
+			Expect(harvesterClient().Create(ctx, v)).To(Succeed())
+			DeferCleanup(func() { Expect(client.IgnoreNotFound(harvesterClient().Delete(ctx, v))).To(Succeed()) })
+		}
+		// The CSI driver's own patch (harvester-csi-driver, Harvester v1.8 and later).
+		hotplug := client.RawPatch(types.JSONPatchType, []byte(`[
+			{"op":"add","path":"/spec/template/spec/volumes/-","value":{"name":"pvc-1","persistentVolumeClaim":{"claimName":"pvc-1","hotpluggable":true}}},
+			{"op":"add","path":"/spec/template/spec/domain/devices/disks/-","value":{"name":"pvc-1","disk":{"bus":"scsi"}}}]`))
+
+		By("hot-plugging a volume into its own VM")
+		Expect(c.Patch(ctx, own.DeepCopy(), hotplug)).To(Succeed())
+		Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(own), own)).To(Succeed())
+		Expect(own.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Name", "pvc-1")))
+		By("and removing it again, as the driver does (the lists replaced, filtered)")
+		Expect(c.Patch(ctx, own.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(`[
+			{"op":"replace","path":"/spec/template/spec/volumes","value":[{"name":"cloudinitdisk","cloudInitNoCloud":{"secretRef":{"name":"own-cloudinit"}}}]},
+			{"op":"replace","path":"/spec/template/spec/domain/devices/disks","value":[{"name":"cloudinitdisk"}]}]`)))).To(Succeed())
+
+		By("refusing every other change to its own VM")
+		for what, patch := range map[string]string{
+			"start it":                             `[{"op":"replace","path":"/spec/runStrategy","value":"Always"}]`,
+			"swap its cloud-init Secret":           `[{"op":"replace","path":"/spec/template/spec/volumes/0/cloudInitNoCloud/secretRef/name","value":"mine"}]`,
+			"add a volume that is not hot-plugged": `[{"op":"add","path":"/spec/template/spec/volumes/-","value":{"name":"x","persistentVolumeClaim":{"claimName":"x"}}}]`,
+			"relabel it":                           `[{"op":"add","path":"/metadata/labels/extra","value":"x"}]`,
+			"give it more memory":                  `[{"op":"add","path":"/spec/template/spec/domain/memory","value":{"guest":"64Gi"}}]`,
+		} {
+			err := c.Patch(ctx, own.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(patch)))
+			Expect(err).To(HaveOccurred(), what)
+			Expect(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", what, err)
+		}
+
+		By("refusing the other cluster's VM, even a patch that changes nothing (it would return the VM)")
+		for what, patch := range map[string]client.Patch{
+			"hot-plug into it": hotplug,
+			"read it":          client.RawPatch(types.MergePatchType, []byte(`{}`)),
+		} {
+			read := theirs.DeepCopy()
+			read.Spec = kubevirtv1.VirtualMachineSpec{}
+			err := c.Patch(ctx, read, patch)
+			Expect(err).To(MatchError(ContainSubstring("only change its own VMs")), what)
+			Expect(read.Spec.Template).To(BeNil(), "%s: nothing of the VM came back", what)
+		}
+
+		By("refusing a VM of another namespace, which the guest cannot even read (RBAC)")
+		elsewhere := vm("elsewhere", harvester.ClusterID("someone-else", "prod"))
+		elsewhere.Namespace = "default"
+		Expect(harvesterClient().Create(ctx, elsewhere)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(harvesterClient().Delete(ctx, elsewhere))).To(Succeed()) })
+		expectForbidden(c.Get(ctx, client.ObjectKeyFromObject(elsewhere), &kubevirtv1.VirtualMachine{}), "read a VM of another namespace")
+		read := elsewhere.DeepCopy()
+		read.Spec = kubevirtv1.VirtualMachineSpec{}
+		expectForbidden(c.Patch(ctx, read, client.RawPatch(types.MergePatchType, []byte(`{}`))), "read a VM of another namespace by a no-op patch")
+		Expect(read.Spec.Template).To(BeNil())
+		expectForbidden(c.Patch(ctx, elsewhere.DeepCopy(), hotplug), "hot-plug into a VM of another namespace")
 	})
 })
