@@ -164,7 +164,11 @@ type HarvesterMachineSpec struct {
 
 	// affinity adds scheduling constraints for the VM on Harvester hosts. The provider adds its
 	// own: the machine's failure domain and soft anti-affinity between sibling machines.
+	// Pod (anti-)affinity terms match pods of the VM's own target namespace only: they may not
+	// name namespaces or carry a namespaceSelector (another tenant's VMs would be probed).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.podAffinity) || ((!has(self.podAffinity.requiredDuringSchedulingIgnoredDuringExecution) || self.podAffinity.requiredDuringSchedulingIgnoredDuringExecution.all(t, (!has(t.namespaces) || size(t.namespaces) == 0) && !has(t.namespaceSelector))) && (!has(self.podAffinity.preferredDuringSchedulingIgnoredDuringExecution) || self.podAffinity.preferredDuringSchedulingIgnoredDuringExecution.all(t, (!has(t.podAffinityTerm.namespaces) || size(t.podAffinityTerm.namespaces) == 0) && !has(t.podAffinityTerm.namespaceSelector))))",message="podAffinity terms may not name namespaces or carry a namespaceSelector: they match the VM's own namespace"
+	// +kubebuilder:validation:XValidation:rule="!has(self.podAntiAffinity) || ((!has(self.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution) || self.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution.all(t, (!has(t.namespaces) || size(t.namespaces) == 0) && !has(t.namespaceSelector))) && (!has(self.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution) || self.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution.all(t, (!has(t.podAffinityTerm.namespaces) || size(t.podAffinityTerm.namespaces) == 0) && !has(t.podAffinityTerm.namespaceSelector))))",message="podAntiAffinity terms may not name namespaces or carry a namespaceSelector: they match the VM's own namespace"
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 
 	// firmware of the VM.

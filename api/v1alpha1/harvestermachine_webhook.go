@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -142,6 +143,7 @@ func (s *HarvesterMachineSpec) validate(path *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, s.validateNetworkData(path)...)
+	errs = append(errs, validateAffinity(path.Child("affinity"), s.Affinity)...)
 
 	for i, kp := range s.SSHKeyPairs {
 		errs = append(errs, validateNamespacedName(path.Child("sshKeyPairs").Index(i), kp, true)...)
@@ -386,6 +388,39 @@ func validateDeviceResourceName(p *field.Path, name string) field.ErrorList {
 	}
 	if domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io") {
 		errs = append(errs, field.Invalid(p, name, "kubernetes.io resources are not devices"))
+	}
+	return errs
+}
+
+// validateAffinity refuses pod (anti-)affinity terms that reach beyond the VM's own namespace on
+// Harvester: a term with namespaces or a namespaceSelector would let a tenant probe, through
+// where its VM can be scheduled, which hosts run other tenants' VMs.
+func validateAffinity(path *field.Path, a *corev1.Affinity) field.ErrorList {
+	if a == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	check := func(p *field.Path, t corev1.PodAffinityTerm) {
+		if len(t.Namespaces) > 0 {
+			errs = append(errs, field.Forbidden(p.Child("namespaces"), "pod affinity terms match the VM's own namespace only"))
+		}
+		if t.NamespaceSelector != nil {
+			errs = append(errs, field.Forbidden(p.Child("namespaceSelector"), "pod affinity terms match the VM's own namespace only"))
+		}
+	}
+	terms := func(p *field.Path, required []corev1.PodAffinityTerm, preferred []corev1.WeightedPodAffinityTerm) {
+		for i, t := range required {
+			check(p.Child("requiredDuringSchedulingIgnoredDuringExecution").Index(i), t)
+		}
+		for i, t := range preferred {
+			check(p.Child("preferredDuringSchedulingIgnoredDuringExecution").Index(i).Child("podAffinityTerm"), t.PodAffinityTerm)
+		}
+	}
+	if pa := a.PodAffinity; pa != nil {
+		terms(path.Child("podAffinity"), pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
+	}
+	if pa := a.PodAntiAffinity; pa != nil {
+		terms(path.Child("podAntiAffinity"), pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
 	}
 	return errs
 }

@@ -13,7 +13,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/format"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -46,6 +48,16 @@ func TestWebhookRefusesBelowTheFloor(t *testing.T) {
 		{"memory below the floor", func(s *HarvesterMachineSpec) { s.Memory = resource.MustParse("127Mi") }, "spec.memory: Invalid value"},
 		{"disk below the floor", func(s *HarvesterMachineSpec) { s.Disks[0].Size = resource.MustParse("1023Mi") }, "spec.disks[0].size: Invalid value"},
 		{"cloud-init disk name", func(s *HarvesterMachineSpec) { s.Disks[0].Name = CloudInitDiskName }, "spec.disks[0].name: Invalid value"},
+		{"pod affinity across namespaces", func(s *HarvesterMachineSpec) {
+			s.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+				{TopologyKey: "kubernetes.io/hostname", NamespaceSelector: &metav1.LabelSelector{}},
+			}}}
+		}, "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespaceSelector: Forbidden"},
+		{"pod anti-affinity naming a namespace", func(s *HarvesterMachineSpec) {
+			s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{
+				{Weight: 1, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname", Namespaces: []string{"tenant-b"}}},
+			}}}
+		}, "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.namespaces: Forbidden"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,6 +71,15 @@ func TestWebhookRefusesBelowTheFloor(t *testing.T) {
 	g := NewWithT(t)
 	s := validMachineSpec()
 	s.CPU, s.Memory, s.Disks[0].Size = MaxCPU, resource.MustParse(MinMemory), resource.MustParse(MinDiskSize)
+	// Pod affinity within the VM's own namespace, and node affinity, are the user's to set.
+	s.Affinity = &corev1.Affinity{
+		PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+			{TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+		}},
+		NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}},
+		}}},
+	}
 	g.Expect(s.validate(spec)).To(BeEmpty(), "the floors themselves are allowed")
 }
 

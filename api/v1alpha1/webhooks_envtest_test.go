@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -521,6 +522,16 @@ func TestFloorHoldsWithoutWebhooks(t *testing.T) {
 			s.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "nodes"}}
 			s.NetworkData = "version: 2\n"
 		}), "spec.networkData", "must be empty when a NIC takes addresses from IP pools"},
+		{"pod affinity across namespaces", machine("affinity-ns", func(s *infrav1.HarvesterMachineSpec) {
+			s.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+				{TopologyKey: "kubernetes.io/hostname", NamespaceSelector: &metav1.LabelSelector{}},
+			}}}
+		}), "spec.affinity", "podAffinity terms may not name namespaces"},
+		{"template pod anti-affinity naming a namespace", machineTemplate("t-affinity-ns", func(s *infrav1.HarvesterMachineSpec) {
+			s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{
+				{Weight: 1, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname", Namespaces: []string{"tenant-b"}}},
+			}}}
+		}), "spec.template.spec.affinity", "podAntiAffinity terms may not name namespaces"},
 		{"kube-system", cluster("ns-kube-system", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "kube-system" }),
 			"spec.targetNamespace", "is a system namespace"},
 		{"cattle-*", clusterTemplate("ns-cattle", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "cattle-fleet-system" }),
