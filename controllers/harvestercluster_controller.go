@@ -130,8 +130,11 @@ func (s *clusterScope) report(conditionType string) func(reason, message string)
 	}
 }
 
+// clusterUserPrefix begins a HarvesterCluster's user key in the client factory.
+const clusterUserPrefix = "HarvesterCluster/"
+
 func (s *clusterScope) userKey() string {
-	return "HarvesterCluster/" + s.hc.Namespace + "/" + s.hc.Name
+	return clusterUserPrefix + s.hc.Namespace + "/" + s.hc.Name
 }
 
 // Reconcile brings a HarvesterCluster's Harvester resources to the desired state.

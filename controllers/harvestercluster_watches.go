@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"strings"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,11 +68,15 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 	}
 	cluster := func() client.Object { return &infrav1.HarvesterCluster{} }
 	loadBalancerToCluster := watchFiltered(r.Client, r.WatchFilterValue, cluster, r.loadBalancerToCluster)
-	allClusters := watchFiltered(r.Client, r.WatchFilterValue, cluster, r.allClusters)
 	r.Factory.WatchCaches(c, func(hc cache.Cache) []source.Source {
+		// A host's change concerns the clusters of the connection that saw it, not every
+		// tenant's (a connection per identity and cluster: one host event used to wake all).
+		clustersOfConnection := watchFiltered(r.Client, r.WatchFilterValue, cluster, func(context.Context, client.Object) []reconcile.Request {
+			return r.connectionClusters(r.Factory.UsersOf(hc))
+		})
 		return []source.Source{
 			source.Kind(hc, client.Object(&lbv1.LoadBalancer{}), handler.EnqueueRequestsFromMapFunc(loadBalancerToCluster)),
-			source.Kind(hc, client.Object(&corev1.Node{}), handler.EnqueueRequestsFromMapFunc(allClusters)),
+			source.Kind(hc, client.Object(&corev1.Node{}), handler.EnqueueRequestsFromMapFunc(clustersOfConnection)),
 		}
 	})
 	return nil
@@ -151,14 +156,19 @@ func (r *HarvesterClusterReconciler) secretToClusters(ctx context.Context, obj c
 	return reqs
 }
 
-func (r *HarvesterClusterReconciler) allClusters(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &infrav1.HarvesterClusterList{}
-	if err := r.Client.List(ctx, list); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+// connectionClusters returns the HarvesterClusters among a connection's users (their userKey).
+func (r *HarvesterClusterReconciler) connectionClusters(users []string) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, u := range users {
+		rest, ok := strings.CutPrefix(u, clusterUserPrefix)
+		if !ok {
+			continue
+		}
+		namespace, name, ok := strings.Cut(rest, "/")
+		if !ok {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: namespace, Name: name}})
 	}
 	return reqs
 }

@@ -477,6 +477,20 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 	}, nil
 }
 
+// UsersOf returns the users of the connection whose cache is c (none for a cache whose
+// connection was torn down), so that an event of one connection's cache reaches only the
+// objects that use that connection.
+func (f *ClientFactory) UsersOf(c cache.Cache) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, conn := range f.connections {
+		if conn.client != nil && conn.client.Cache == c {
+			return slices.Collect(maps.Keys(conn.users))
+		}
+	}
+	return nil
+}
+
 // Release tells the factory that user no longer needs its connection; the last user's release
 // tears the connection down.
 func (f *ClientFactory) Release(user string) {

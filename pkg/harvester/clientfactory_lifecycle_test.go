@@ -12,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -392,4 +394,59 @@ func startFactory(t *testing.T, g Gomega, f *harvester.ClientFactory) (context.C
 	g.Expect(err).NotTo(HaveOccurred())
 	go func() { _ = f.Start(ctx) }()
 	return ctx, sim
+}
+
+// A host's event, seen by every connection's cache, is mapped by each to its own users only:
+// with a connection per cluster, one host event used to wake every tenant's cluster once per
+// connection.
+func TestHostEventsReachOnlyTheUsersOfTheirConnection(t *testing.T) {
+	g := NewWithT(t)
+	f := &harvester.ClientFactory{QPS: 50, Burst: 100}
+	ctx, sim := startFactory(t, g, f)
+
+	c, err := controller.NewUnmanaged("host-events", controller.Options{
+		SkipNameValidation: ptr.To(true),
+		Reconciler: reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+			return reconcile.Result{}, nil
+		}),
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	go func() { _ = c.Start(ctx) }()
+	var mu sync.Mutex
+	var mapped [][]string
+	f.WatchCaches(c, func(hc cache.Cache) []source.Source {
+		return []source.Source{source.Kind(hc, client.Object(&corev1.Node{}), handler.EnqueueRequestsFromMapFunc(
+			func(context.Context, client.Object) []reconcile.Request {
+				users := f.UsersOf(hc)
+				slices.Sort(users)
+				mu.Lock()
+				mapped = append(mapped, users)
+				mu.Unlock()
+				return nil
+			}))}
+	})
+
+	kubeconfig, err := sim.Kubeconfig(ctx, harvestersim.ProviderIdentityNamespace, harvestersim.ProviderIdentityName, "", time.Hour)
+	g.Expect(err).NotTo(HaveOccurred())
+	identity := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "identity"},
+		Data: map[string][]byte{infrav1.IdentitySecretKey: kubeconfig}}
+	for _, cluster := range []string{"a", "b"} {
+		g.Eventually(func() error {
+			_, err := f.Get(ctx, "HarvesterCluster/ns/"+cluster, identity, "guests", "ns."+cluster)
+			return err
+		}, 30*time.Second).Should(Succeed())
+	}
+
+	// A new host: each connection's cache sees it and maps it to its own cluster.
+	g.Expect(sim.AddHost(ctx, harvestersim.Host{Name: "host-new"})).To(Succeed())
+	g.Eventually(func() [][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(mapped)
+	}, 30*time.Second).Should(ContainElements([]string{"HarvesterCluster/ns/a"}, []string{"HarvesterCluster/ns/b"}))
+	mu.Lock()
+	defer mu.Unlock()
+	for _, users := range mapped {
+		g.Expect(len(users)).To(BeNumerically("<=", 1), "an event reached another connection's users: %v", users)
+	}
 }
