@@ -109,6 +109,9 @@ type ClientFactory struct {
 	// transports are the identities' shared transports, by identity Secret namespace/name and
 	// kubeconfig fingerprint.
 	transports map[string]*transport
+	// silences remember, per identity and server, a Harvester that stopped answering, beyond the
+	// transports (which go with their failed connections); see silenceOfLocked.
+	silences map[string]*silence
 	// building holds, by connection key, a channel closed when the connection being built for
 	// it is in place (or failed). Building asks Harvester for its API groups, and a Harvester
 	// that does not answer must not hold up every other identity's Get: it is built without mu.
@@ -128,6 +131,7 @@ type transport struct {
 	mapper     meta.RESTMapper
 	live       client.Client
 	refs       int
+	silence    *silence
 }
 
 type connection struct {
@@ -372,9 +376,13 @@ func (f *ClientFactory) transportLocked(identity string, kubeconfig []byte, fing
 	// stops answering holds a few of the shared workers for a few seconds, not all of them for
 	// long. The guard's deadline is per request; a whole-client timeout (rest.Config.Timeout)
 	// would also cut the caches' watches every time it runs out.
+	// The guard's memory of a silent Harvester outlives the transport: a connection that
+	// failed because Harvester did not answer is torn down, and the next Get builds a new
+	// transport, which must not ask the silent server again at once.
 	host := cfg.Host
+	silent := f.silenceOfLocked(identity, host)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return newRequestGuard(rt, host, f.RequestTimeout, f.MaxInFlight)
+		return newRequestGuard(rt, host, f.RequestTimeout, f.MaxInFlight, silent)
 	})
 	// Outside the guard, so that the requests it fails at once are counted too.
 	if f.Metrics != nil {
@@ -392,12 +400,41 @@ func (f *ClientFactory) transportLocked(identity string, kubeconfig []byte, fing
 	if err != nil {
 		return nil, fmt.Errorf("creating the Harvester client: %w", err)
 	}
-	t := &transport{key: key, cfg: cfg, httpClient: httpClient, mapper: mapper, live: live, refs: 1}
+	t := &transport{key: key, cfg: cfg, httpClient: httpClient, mapper: mapper, live: live, refs: 1, silence: silent}
 	if f.transports == nil {
 		f.transports = map[string]*transport{}
 	}
 	f.transports[key] = t
 	return t, nil
+}
+
+// silenceOfLocked returns what the factory remembers of identity's server's silence; f.mu is
+// held. Entries of servers that answer again are dropped when no transport uses them.
+func (f *ClientFactory) silenceOfLocked(identity, host string) *silence {
+	key := identity + "@" + host
+	if s, ok := f.silences[key]; ok {
+		return s
+	}
+	if f.silences == nil {
+		f.silences = map[string]*silence{}
+	}
+	for k, s := range f.silences {
+		if !s.Silent() && !f.silenceInUseLocked(s) {
+			delete(f.silences, k)
+		}
+	}
+	s := newSilence()
+	f.silences[key] = s
+	return s
+}
+
+func (f *ClientFactory) silenceInUseLocked(s *silence) bool {
+	for _, t := range f.transports {
+		if t.silence == s {
+			return true
+		}
+	}
+	return false
 }
 
 // connect builds and starts the connection of identity Secret identity for cluster; f.mu is not

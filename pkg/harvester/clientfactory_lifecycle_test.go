@@ -450,3 +450,60 @@ func TestHostEventsReachOnlyTheUsersOfTheirConnection(t *testing.T) {
 		g.Expect(len(users)).To(BeNumerically("<=", 1), "an event reached another connection's users: %v", users)
 	}
 }
+
+// A Harvester that never answers costs one request's timeout per identity, not one per Get: the
+// connection that failed is torn down, but the factory remembers its server's silence, so the
+// connections built at the next reconciles fail at once until a probe is due. Twenty such
+// identities leave another tenant's connection untouched.
+func TestSilentHarvestersAreRememberedPerIdentity(t *testing.T) {
+	g := NewWithT(t)
+	f := &harvester.ClientFactory{QPS: 50, Burst: 100, RequestTimeout: 300 * time.Millisecond, SyncTimeout: 2 * time.Second}
+	ctx, sim := startFactory(t, g, f)
+
+	var reached atomic.Int64
+	blackHole := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		<-r.Context().Done()
+	}))
+	t.Cleanup(blackHole.Close)
+	silentIdentity := func(i int) *corev1.Secret {
+		data, err := clientcmd.Write(clientcmdapi.Config{
+			Clusters: map[string]*clientcmdapi.Cluster{"h": {Server: blackHole.URL,
+				CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: blackHole.Certificate().Raw})}},
+			AuthInfos:      map[string]*clientcmdapi.AuthInfo{"u": {Token: fmt.Sprintf("tenant-%d", i)}},
+			Contexts:       map[string]*clientcmdapi.Context{"c": {Cluster: "h", AuthInfo: "u"}},
+			CurrentContext: "c",
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("tenant-%d", i), Name: "identity"},
+			Data: map[string][]byte{infrav1.IdentitySecretKey: data}}
+	}
+	const identities, reconciles = 20, 5
+	var wg sync.WaitGroup
+	for i := range identities {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			secret := silentIdentity(i)
+			for range reconciles {
+				_, err := f.Get(ctx, fmt.Sprintf("HarvesterCluster/tenant-%d/c", i), secret, "guests", "")
+				g.Expect(err).To(HaveOccurred())
+			}
+		}()
+	}
+	// Meanwhile another tenant's Harvester answers, and its connection syncs.
+	kubeconfig, err := sim.Kubeconfig(ctx, harvestersim.ProviderIdentityNamespace, harvestersim.ProviderIdentityName, "", time.Hour)
+	g.Expect(err).NotTo(HaveOccurred())
+	healthy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "identity"},
+		Data: map[string][]byte{infrav1.IdentitySecretKey: kubeconfig}}
+	g.Eventually(func() error {
+		_, err := f.Get(ctx, "HarvesterCluster/other/c", healthy, "guests", "")
+		return err
+	}, 30*time.Second).Should(Succeed())
+	wg.Wait()
+	// Each identity's first connection asked (its discovery, perhaps a request or two at once);
+	// none of the later reconciles' connections did.
+	g.Expect(reached.Load()).To(BeNumerically("<", int64(identities*reconciles)),
+		"requests that reached the silent Harvester")
+	t.Logf("%d identities x %d reconciles: %d requests reached the silent Harvester", identities, reconciles, reached.Load())
+}

@@ -20,6 +20,11 @@ const (
 	// slotWait is how long a request waits for one of those; a Harvester that answers frees
 	// them in milliseconds.
 	slotWait = 2 * time.Second
+	// firstProbeDelay and maxProbeDelay bound the wait between probes of a silent Harvester: it
+	// doubles after each unanswered probe, so that a black-holed Harvester holds a worker for a
+	// request's timeout once per wait, not at every reconcile of each of its clusters.
+	firstProbeDelay = 5 * time.Second
+	maxProbeDelay   = 2 * time.Minute
 )
 
 // requestGuard sits in a connection's HTTP transport and keeps a Harvester that does not answer
@@ -29,23 +34,38 @@ const (
 // others fail at once (a timeout error, so conditions say Harvester does not answer) until
 // Harvester answers again. Any answer, an HTTP error status included, is an answer.
 type requestGuard struct {
-	next        http.RoundTripper
-	host        string
-	timeout     time.Duration
-	slots       chan struct{}
+	next    http.RoundTripper
+	host    string
+	timeout time.Duration
+	slots   chan struct{}
+	*silence
+}
+
+// silence is what a guard remembers of its Harvester's answers. The client factory keeps it per
+// identity and server beyond the transports that use it (see ClientFactory.silenceOf).
+type silence struct {
 	mu          sync.Mutex
 	silentSince time.Time // zero while Harvester answers
 	probing     bool
+	// nextProbe is when a silent Harvester may be probed again; probeDelay the wait after it.
+	nextProbe  time.Time
+	probeDelay time.Duration
+	now        func() time.Time
 }
 
-func newRequestGuard(next http.RoundTripper, host string, timeout time.Duration, maxInFlight int) *requestGuard {
+func newSilence() *silence { return &silence{now: time.Now} }
+
+func newRequestGuard(next http.RoundTripper, host string, timeout time.Duration, maxInFlight int, s *silence) *requestGuard {
 	if timeout <= 0 {
 		timeout = DefaultRequestTimeout
 	}
 	if maxInFlight <= 0 {
 		maxInFlight = DefaultMaxInFlight
 	}
-	return &requestGuard{next: next, host: host, timeout: timeout, slots: make(chan struct{}, maxInFlight)}
+	if s == nil {
+		s = newSilence()
+	}
+	return &requestGuard{next: next, host: host, timeout: timeout, slots: make(chan struct{}, maxInFlight), silence: s}
 }
 
 // silentError fails a request without sending it.
@@ -98,17 +118,17 @@ func (g *requestGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// admit fails a request at once while Harvester is silent and a probe is out; otherwise it
-// lets it through, as the probe when Harvester is silent.
+// admit fails a request at once while Harvester is silent and a probe is out or not yet due;
+// otherwise it lets it through, as the probe when Harvester is silent.
 func (g *requestGuard) admit() (probe bool, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.silentSince.IsZero() {
 		return false, nil
 	}
-	if g.probing {
-		return false, &silentError{msg: fmt.Sprintf("Harvester at %s has not answered for %s; the provider sends it one request at a time until it does",
-			g.host, time.Since(g.silentSince).Round(time.Second))}
+	if g.probing || g.now().Before(g.nextProbe) {
+		return false, &silentError{msg: fmt.Sprintf("Harvester at %s has not answered for %s; the provider sends it one request at a time, less often the longer it is silent, until it does",
+			g.host, g.now().Sub(g.silentSince).Round(time.Second))}
 	}
 	g.probing = true
 	return true, nil
@@ -132,15 +152,20 @@ func (g *requestGuard) observe(req *http.Request, err error, probe bool) {
 	}
 	switch {
 	case err == nil:
-		g.silentSince = time.Time{}
+		g.silentSince, g.nextProbe, g.probeDelay = time.Time{}, time.Time{}, 0
 	case req.Context().Err() != nil:
 	case g.silentSince.IsZero():
-		g.silentSince = time.Now()
+		g.silentSince = g.now()
+		g.probeDelay = firstProbeDelay
+		g.nextProbe = g.silentSince.Add(g.probeDelay)
+	case probe:
+		g.probeDelay = min(2*g.probeDelay, maxProbeDelay)
+		g.nextProbe = g.now().Add(g.probeDelay)
 	}
 }
 
 // Silent tells whether the connection's Harvester has stopped answering (for tests and logs).
-func (g *requestGuard) Silent() bool {
+func (g *silence) Silent() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return !g.silentSince.IsZero()

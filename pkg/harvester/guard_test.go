@@ -46,7 +46,10 @@ func TestRequestGuard(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	const timeout, maxInFlight = 300 * time.Millisecond, 2
-	c := &http.Client{Transport: newRequestGuard(http.DefaultTransport, ts.URL, timeout, maxInFlight)}
+	clock := &testClock{t: time.Now()}
+	silent := newSilence()
+	silent.now = clock.now
+	c := &http.Client{Transport: newRequestGuard(http.DefaultTransport, ts.URL, timeout, maxInFlight, silent)}
 	get := func(query string) error {
 		resp, err := c.Get(ts.URL + "/api/v1/namespaces/a/pods" + query)
 		if err != nil {
@@ -86,8 +89,20 @@ func TestRequestGuard(t *testing.T) {
 		t.Fatal("the guard did not notice the silence")
 	}
 
-	// While silent: one probe at a time; the others fail at once, as timeouts, without reaching it.
+	// While silent, before the first probe is due: every request fails at once, without
+	// reaching it.
 	reached := srv.reached.Load()
+	for range 5 {
+		if err := get(""); err == nil {
+			t.Error("a request to a silent Harvester before its probe is due succeeded")
+		}
+	}
+	if got := srv.reached.Load() - reached; got != 0 {
+		t.Errorf("%d requests reached the silent Harvester before a probe was due", got)
+	}
+
+	// Once due: one probe at a time; the others fail at once, as timeouts, without reaching it.
+	clock.advance(firstProbeDelay)
 	for len(srv.arrivals) > 0 {
 		<-srv.arrivals
 	}
@@ -110,6 +125,23 @@ func TestRequestGuard(t *testing.T) {
 		t.Errorf("%d requests reached the silent Harvester, want the probe only", got)
 	}
 
+	// An unanswered probe doubles the wait for the next one.
+	clock.advance(firstProbeDelay)
+	reached = srv.reached.Load()
+	if err := get(""); err == nil {
+		t.Error("a request before the doubled wait succeeded")
+	}
+	if got := srv.reached.Load() - reached; got != 0 {
+		t.Errorf("%d requests reached the silent Harvester before the doubled wait ended", got)
+	}
+	clock.advance(firstProbeDelay)
+	if err := get(""); err == nil {
+		t.Error("the second probe to a silent Harvester succeeded")
+	}
+	if got := srv.reached.Load() - reached; got != 1 {
+		t.Errorf("%d requests reached the silent Harvester after the doubled wait, want the probe", got)
+	}
+
 	// Watches pass untouched (no deadline of the guard); one that connects shows Harvester
 	// answers again, and requests flow.
 	srv.answering.Store(true)
@@ -122,4 +154,21 @@ func TestRequestGuard(t *testing.T) {
 	if err := get(""); err != nil {
 		t.Errorf("after Harvester answered again: %v", err)
 	}
+}
+
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }
