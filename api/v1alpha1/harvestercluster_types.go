@@ -115,8 +115,9 @@ type AddonsSpec struct {
 	// +optional
 	CloudProvider *bool `json:"cloudProvider,omitempty"`
 
-	// csi grants the guest's Harvester CSI driver a binding to `harvesterhci.io:csi-driver`,
-	// whose rules are cluster-wide on Harvester. Defaults to true.
+	// csi grants the guest's Harvester CSI driver a binding to `harvesterhci.io:csi-driver` in
+	// the target namespace, and to `capi-harvester-guest-csi` (StorageClasses and the driver's
+	// Settings) cluster-wide. Defaults to true.
 	// +optional
 	CSI *bool `json:"csi,omitempty"`
 }

@@ -265,7 +265,6 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 		for _, r := range []struct{ verb, group, resource string }{
 			{"patch", "kubevirt.io", "virtualmachines"},
 			{"create", "snapshot.storage.k8s.io", "volumesnapshots"},
-			{"delete", "snapshot.storage.k8s.io", "volumesnapshotcontents"},
 			{"create", "harvesterhci.io", "volumeremotebackups"},
 			{"create", "harvesterhci.io", "volumeremoterestores"},
 			{"update", "harvesterhci.io", "networkfilesystems"},
