@@ -595,6 +595,18 @@ func slimCached(obj any) (any, error) {
 		}, nil
 	case *corev1.PersistentVolumeClaim:
 		return &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: withoutManagedFields(o.ObjectMeta)}, nil
+	case *lbv1.LoadBalancer:
+		if o.Labels[LabelManagedBy] == ManagedByValue && o.Labels[LabelLBCluster] == "" {
+			o.SetManagedFields(nil)
+			return o, nil
+		}
+		// Every load balancer of a target namespace is cached, and guests write theirs: of
+		// those the provider reads only the name and labels (to delete a guest's with it), so a
+		// guest's large load balancers cost the cache little.
+		return &lbv1.LoadBalancer{TypeMeta: o.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+			Name: o.Name, Namespace: o.Namespace, UID: o.UID, ResourceVersion: o.ResourceVersion, Labels: o.Labels,
+			CreationTimestamp: o.CreationTimestamp, DeletionTimestamp: o.DeletionTimestamp,
+		}}, nil
 	case metav1.Object:
 		o.SetManagedFields(nil)
 		return obj, nil

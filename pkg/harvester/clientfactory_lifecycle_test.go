@@ -507,3 +507,41 @@ func TestSilentHarvestersAreRememberedPerIdentity(t *testing.T) {
 		"requests that reached the silent Harvester")
 	t.Logf("%d identities x %d reconciles: %d requests reached the silent Harvester", identities, reconciles, reached.Load())
 }
+
+// One Get against a tenant's server that answers discovery without end reads at most the bound
+// (it used to read the whole stream into the heap), and the cluster's condition says why.
+func TestEndlessAnswersAreCutOffAtTheirBound(t *testing.T) {
+	g := NewWithT(t)
+	f := &harvester.ClientFactory{QPS: 50, Burst: 100, RequestTimeout: time.Minute}
+	ctx, _ := startFactory(t, g, f)
+	var written atomic.Int64
+	chunk := []byte(strings.Repeat("x", 1<<20))
+	endless := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		for written.Load() < 2<<30 {
+			n, err := w.Write(chunk)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(endless.Close)
+	data, err := clientcmd.Write(clientcmdapi.Config{
+		Clusters: map[string]*clientcmdapi.Cluster{"h": {Server: endless.URL,
+			CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: endless.Certificate().Raw})}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"u": {Token: "tenant"}},
+		Contexts:       map[string]*clientcmdapi.Context{"c": {Cluster: "h", AuthInfo: "u"}},
+		CurrentContext: "c",
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	identity := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "identity"},
+		Data: map[string][]byte{infrav1.IdentitySecretKey: data}}
+	_, err = f.Get(ctx, "HarvesterCluster/tenant/c", identity, "guests", "")
+	g.Expect(err).To(HaveOccurred())
+	e, ok := harvester.AsError(harvester.ClassifyError(err, "connecting"))
+	g.Expect(ok).To(BeTrue())
+	g.Expect(e.Message).To(ContainSubstring("larger than 64 MiB"))
+	// What the server managed to write: the bound, and what the TCP buffers took.
+	g.Expect(written.Load()).To(BeNumerically("<", int64(harvester.MaxAnswerBytes)+32<<20))
+}

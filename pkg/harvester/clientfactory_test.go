@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,4 +107,24 @@ func TestCachedObjectsKeepWhatTheProviderReads(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.(*kubevirtv1.VirtualMachine).ManagedFields).To(BeNil())
 	g.Expect(out.(*kubevirtv1.VirtualMachine).Spec).To(Equal(vm.Spec), "a VM is kept whole but for its managed fields")
+
+	// The control-plane load balancer is the provider's and kept whole; a guest's (which the
+	// guest writes, as large as it likes) only as far as its name and labels.
+	cp := &lbv1.LoadBalancer{ObjectMeta: *meta.DeepCopy(), Spec: lbv1.LoadBalancerSpec{IPPool: "pool"},
+		Status: lbv1.LoadBalancerStatus{Address: "10.0.0.9"}}
+	out, err = slimCached(cp)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out.(*lbv1.LoadBalancer).Status.Address).To(Equal("10.0.0.9"))
+	g.Expect(out.(*lbv1.LoadBalancer).ManagedFields).To(BeNil())
+	guest := &lbv1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "guests", Name: "svc", Labels: map[string]string{LabelLBCluster: "ns.prod"},
+			Annotations: map[string]string{"big": strings.Repeat("x", 1<<16)}},
+		Spec: lbv1.LoadBalancerSpec{Description: strings.Repeat("y", 1<<16)},
+	}
+	out, err = slimCached(guest)
+	g.Expect(err).NotTo(HaveOccurred())
+	slimLB := out.(*lbv1.LoadBalancer)
+	g.Expect(slimLB.Labels).To(Equal(guest.Labels))
+	g.Expect(slimLB.Annotations).To(BeEmpty())
+	g.Expect(slimLB.Spec).To(BeZero())
 }

@@ -148,7 +148,10 @@ func ReachError(err error) string {
 		alertErr    tls.AlertError
 		status      apierrors.APIStatus
 	)
+	var tooLarge *TooLargeError
 	switch {
+	case errors.As(err, &tooLarge):
+		return tooLarge.Error()
 	case errors.As(err, &dnsErr):
 		return fmt.Sprintf("Harvester's name %s does not resolve", dnsErr.Name)
 	case errors.Is(err, syscall.ECONNREFUSED):

@@ -25,7 +25,23 @@ const (
 	// request's timeout once per wait, not at every reconcile of each of its clusters.
 	firstProbeDelay = 5 * time.Second
 	maxProbeDelay   = 2 * time.Minute
+	// MaxAnswerBytes bounds one answer of Harvester's (not a watch): the provider's lists are
+	// label-selected and paged, and a server that streams without end (a tenant's identity
+	// kubeconfig can name any server) must not grow the manager's heap past its limit.
+	MaxAnswerBytes = 64 << 20
+	// MaxWatchEventBytes bounds one event of a watch (one JSON object, up to its newline).
+	MaxWatchEventBytes = 16 << 20
 )
+
+// TooLargeError is an answer cut off at its bound.
+type TooLargeError struct {
+	Host  string
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("Harvester at %s sent an answer larger than %d MiB; the provider reads no more of it", e.Host, e.Limit>>20)
+}
 
 // requestGuard sits in a connection's HTTP transport and keeps a Harvester that does not answer
 // from tying up the provider: each request (watches aside, which are long by design and are
@@ -83,6 +99,9 @@ func (g *requestGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1" {
 		resp, err := g.next.RoundTrip(req)
 		g.observe(req, err, false)
+		if err == nil {
+			resp.Body = &eventLimitedBody{ReadCloser: resp.Body, limit: MaxWatchEventBytes, host: g.host}
+		}
 		return resp, err
 	}
 	probe, err := g.admit()
@@ -113,8 +132,11 @@ func (g *requestGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 		<-g.slots
 		return nil, err
 	}
-	// The slot and the deadline hold until the answer is read.
-	resp.Body = &releasingBody{ReadCloser: resp.Body, release: func() { cancel(); <-g.slots }}
+	// The slot and the deadline hold until the answer is read; it is read up to its bound.
+	resp.Body = &releasingBody{
+		ReadCloser: &limitedBody{ReadCloser: resp.Body, left: MaxAnswerBytes, limit: MaxAnswerBytes, host: g.host},
+		release:    func() { cancel(); <-g.slots },
+	}
 	return resp, nil
 }
 
@@ -181,4 +203,47 @@ func (b *releasingBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.once.Do(b.release)
 	return err
+}
+
+// limitedBody fails a read once more than limit bytes came.
+type limitedBody struct {
+	io.ReadCloser
+	left, limit int64
+	host        string
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, &TooLargeError{Host: b.host, Limit: b.limit}
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// eventLimitedBody fails a watch's read once more than limit bytes came without a newline: the
+// API server ends every JSON watch event with one.
+type eventLimitedBody struct {
+	io.ReadCloser
+	limit int64
+	run   int64
+	host  string
+}
+
+func (b *eventLimitedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	for _, c := range p[:n] {
+		if c == '\n' {
+			b.run = 0
+			continue
+		}
+		b.run++
+		if b.run > b.limit {
+			return 0, &TooLargeError{Host: b.host, Limit: b.limit}
+		}
+	}
+	return n, err
 }

@@ -1,9 +1,12 @@
 package harvester
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,4 +174,62 @@ func (c *testClock) advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+}
+
+// A server that answers without end (a tenant's identity kubeconfig can name any server) is read
+// up to a bound, for plain answers and for each watch event, and the error says so.
+func TestAnswersAreReadUpToTheirBound(t *testing.T) {
+	var written atomic.Int64
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for written.Load() < 1<<30 {
+			n, err := w.Write(chunk)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer ts.Close()
+	c := &http.Client{Transport: newRequestGuard(http.DefaultTransport, ts.URL, 30*time.Second, 2, nil)}
+	for _, tc := range []struct {
+		query string
+		limit int64
+	}{{"", MaxAnswerBytes}, {"?watch=true", MaxWatchEventBytes}} {
+		written.Store(0)
+		resp, err := c.Get(ts.URL + "/apis" + tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, err := io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		var tooLarge *TooLargeError
+		if !errors.As(err, &tooLarge) || tooLarge.Limit != tc.limit {
+			t.Errorf("%q: read %d bytes, error %v; want a TooLargeError at %d", tc.query, read, err, tc.limit)
+		}
+		if read > tc.limit {
+			t.Errorf("%q: read %d bytes, more than the bound %d", tc.query, read, tc.limit)
+		}
+		if msg := ReachError(err); !strings.Contains(msg, "larger than") {
+			t.Errorf("%q: the condition would say %q", tc.query, msg)
+		}
+	}
+	// Watch events that end with a newline pass, however many.
+	events := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		line := append(bytes.Repeat([]byte("y"), 1<<20), '\n')
+		for range 40 {
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+		}
+	}))
+	defer events.Close()
+	resp, err := c.Get(events.URL + "/apis?watch=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if n, err := io.Copy(io.Discard, resp.Body); err != nil || n != 40*(1<<20+1) {
+		t.Errorf("40 events of 1 MiB: read %d bytes, error %v", n, err)
+	}
 }
