@@ -178,6 +178,7 @@ func run(o *options) error {
 		IdentityExpiryWarning: o.identityExpiry,
 		ReferenceRecheck:      o.referenceRecheck,
 		KubeconfigPolicy:      o.kubeconfigPolicy,
+		ProviderNamespace:     os.Getenv("POD_NAMESPACE"),
 	}); err != nil {
 		return err
 	}

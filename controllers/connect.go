@@ -48,8 +48,11 @@ const (
 // The connection serves the HarvesterCluster's guest cluster (its cache holds that cluster's
 // objects only), named by the cluster-name label CAPI puts on it; without that label it serves
 // every cluster of the identity.
-func connect(ctx context.Context, c client.Client, secretMetadata client.Reader, f *harvester.ClientFactory, hc *infrav1.HarvesterCluster, user string) (*harvester.Client, *corev1.Secret, error) {
-	key := client.ObjectKey{Namespace: hc.Namespace, Name: hc.Spec.IdentitySecret.Name}
+func connect(ctx context.Context, c client.Client, secretMetadata client.Reader, f *harvester.ClientFactory, hc *infrav1.HarvesterCluster, user, providerNamespace string) (*harvester.Client, *corev1.Secret, error) {
+	key, err := identitySecretKey(ctx, c, hc, providerNamespace)
+	if err != nil {
+		return nil, nil, err
+	}
 	cluster := ""
 	if name := hc.Labels[clusterv1.ClusterNameLabel]; name != "" {
 		cluster = harvester.ClusterID(hc.Namespace, name)
@@ -86,6 +89,42 @@ func connect(ctx context.Context, c client.Client, secretMetadata client.Reader,
 	return hcClient, secret, nil
 }
 
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=harvesterclusteridentities,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
+// identitySecretKey resolves the HarvesterCluster's identity to the Secret that holds its
+// kubeconfig. A HarvesterClusterIdentity's Secret is in the provider's namespace, and it serves
+// only the management namespaces and Harvester namespaces it allows: checked at every reconcile
+// (the identity and the namespace are read from the manager's cache), so that a namespace taken
+// out of allowedNamespaces stops at its clusters' next reconcile.
+func identitySecretKey(ctx context.Context, c client.Reader, hc *infrav1.HarvesterCluster, providerNamespace string) (client.ObjectKey, error) {
+	ref := hc.Spec.Identity()
+	if ref.Kind != infrav1.HarvesterClusterIdentityKind {
+		return client.ObjectKey{Namespace: hc.Namespace, Name: ref.Name}, nil
+	}
+	identity := &infrav1.HarvesterClusterIdentity{}
+	if err := c.Get(ctx, client.ObjectKey{Name: ref.Name}, identity); err != nil {
+		if apierrors.IsNotFound(err) {
+			return client.ObjectKey{}, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.IdentityNotFoundReason,
+				Message: fmt.Sprintf("HarvesterClusterIdentity %s does not exist", ref.Name)}
+		}
+		return client.ObjectKey{}, err
+	}
+	ns := &corev1.Namespace{}
+	if err := c.Get(ctx, client.ObjectKey{Name: hc.Namespace}, ns); err != nil {
+		return client.ObjectKey{}, err
+	}
+	if ok, why := identity.Spec.Allows(hc.Namespace, ns.Labels, hc.Spec.TargetNamespace); !ok {
+		return client.ObjectKey{}, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.IdentityNotAllowedReason,
+			Message: fmt.Sprintf("HarvesterClusterIdentity %s may not be used here: %s", ref.Name, why)}
+	}
+	if providerNamespace == "" {
+		return client.ObjectKey{}, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.IdentityNotFoundReason,
+			Message: "the manager does not know its own namespace (POD_NAMESPACE), where HarvesterClusterIdentity Secrets live"}
+	}
+	return client.ObjectKey{Namespace: providerNamespace, Name: identity.Spec.SecretName}, nil
+}
+
 // DefaultReferenceRecheck is how often a machine whose image, key pair or network is missing or
 // not ready, or whose VM name another's object holds, looks again (--reference-recheck-interval).
 const DefaultReferenceRecheck = 15 * time.Second
@@ -117,4 +156,29 @@ func harvesterResult(ctx context.Context, err error, report func(reason, message
 		return ctrl.Result{}, nil // reported until the input changes, which brings a reconcile
 	}
 	return ctrl.Result{}, err
+}
+
+// ensureIdentityOwnsSecret makes a HarvesterClusterIdentity the owner of its Secret, so that
+// clusterctl move (which moves the identities, their CRD being labelled move-hierarchy) carries
+// the Secret along.
+func ensureIdentityOwnsSecret(ctx context.Context, c client.Client, hc *infrav1.HarvesterCluster, secret *corev1.Secret) error {
+	ref := hc.Spec.Identity()
+	if ref.Kind != infrav1.HarvesterClusterIdentityKind || secret == nil {
+		return nil
+	}
+	identity := &infrav1.HarvesterClusterIdentity{}
+	if err := c.Get(ctx, client.ObjectKey{Name: ref.Name}, identity); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	for _, o := range secret.OwnerReferences {
+		if o.UID == identity.UID {
+			return nil
+		}
+	}
+	base := secret.DeepCopy()
+	secret.OwnerReferences = append(secret.OwnerReferences, metav1.OwnerReference{
+		APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.HarvesterClusterIdentityKind,
+		Name: identity.Name, UID: identity.UID,
+	})
+	return c.Patch(ctx, secret, client.MergeFrom(base))
 }

@@ -44,6 +44,9 @@ type HarvesterClusterReconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
 	Factory  *harvester.ClientFactory
+	// ProviderNamespace is the manager's namespace, where HarvesterClusterIdentities' Secrets
+	// live.
+	ProviderNamespace string
 	// WatchFilterValue limits reconciles to objects labelled
 	// `cluster.x-k8s.io/watch-filter=<value>` (CAPI's --watch-filter).
 	WatchFilterValue string
@@ -224,9 +227,12 @@ func (r *HarvesterClusterReconciler) reconcileNormal(ctx context.Context, s *clu
 func (r *HarvesterClusterReconciler) connect(ctx context.Context, s *clusterScope) error {
 	hc := s.hc
 	// Its identity Secret is read every time: the expiry check needs the kubeconfig.
-	c, secret, err := connect(ctx, r.Client, nil, r.Factory, hc, s.userKey())
+	c, secret, err := connect(ctx, r.Client, nil, r.Factory, hc, s.userKey(), r.ProviderNamespace)
 	if secret != nil {
 		r.checkIdentityExpiry(s, secret)
+		if err := ensureIdentityOwnsSecret(ctx, r.Client, hc, secret); err != nil {
+			return err
+		}
 	}
 	if c == nil {
 		return err

@@ -11,11 +11,32 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
-// protectIdentity puts a finalizer (so that the Secret outlives the clusters that use it) and
-// clusterctl's move label on the identity Secret.
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=harvesterclusteridentities,verbs=update;patch
+
+// protectIdentity puts a finalizer on what the cluster's identity is made of, so that it
+// outlives the clusters that use it (their deletion needs it to clean up on Harvester): the
+// identity Secret, and a HarvesterClusterIdentity itself. A Secret of the tenant's namespace also
+// gets clusterctl's move label (an identity's Secret moves as the identity's own).
 func (r *HarvesterClusterReconciler) protectIdentity(ctx context.Context, hc *infrav1.HarvesterCluster) error {
+	ref := hc.Spec.Identity()
+	if ref.Kind == infrav1.HarvesterClusterIdentityKind {
+		identity := &infrav1.HarvesterClusterIdentity{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, identity); err != nil {
+			return client.IgnoreNotFound(err) // connect reports it
+		}
+		if !controllerutil.ContainsFinalizer(identity, IdentityFinalizer) {
+			base := identity.DeepCopy()
+			controllerutil.AddFinalizer(identity, IdentityFinalizer)
+			if err := r.Client.Patch(ctx, identity, client.MergeFrom(base)); err != nil {
+				return err
+			}
+		}
+	}
+	key, err := identitySecretKey(ctx, r.Client, hc, r.ProviderNamespace)
+	if err != nil {
+		return nil // connect reports it
+	}
 	secret := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: hc.Namespace, Name: hc.Spec.IdentitySecret.Name}
 	if err := r.Client.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // connect reports it
@@ -23,33 +44,55 @@ func (r *HarvesterClusterReconciler) protectIdentity(ctx context.Context, hc *in
 		return err
 	}
 	_, hasLabel := secret.Labels[MoveLabel]
-	if controllerutil.ContainsFinalizer(secret, IdentityFinalizer) && hasLabel {
+	wantLabel := ref.Kind != infrav1.HarvesterClusterIdentityKind
+	if controllerutil.ContainsFinalizer(secret, IdentityFinalizer) && (hasLabel || !wantLabel) {
 		return nil
 	}
 	base := secret.DeepCopy()
 	controllerutil.AddFinalizer(secret, IdentityFinalizer)
-	if secret.Labels == nil {
-		secret.Labels = map[string]string{}
-	}
-	if !hasLabel {
+	if wantLabel && !hasLabel {
+		if secret.Labels == nil {
+			secret.Labels = map[string]string{}
+		}
 		secret.Labels[MoveLabel] = ""
 	}
 	return r.Client.Patch(ctx, secret, client.MergeFrom(base))
 }
 
-// releaseIdentity removes the identity Secret's finalizer once no other HarvesterCluster uses it.
+// releaseIdentity removes the finalizers protectIdentity put, once no other HarvesterCluster
+// uses the identity.
 func (r *HarvesterClusterReconciler) releaseIdentity(ctx context.Context, hc *infrav1.HarvesterCluster) error {
+	ref := hc.Spec.Identity()
 	list := &infrav1.HarvesterClusterList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(hc.Namespace)); err != nil {
+	var opts []client.ListOption
+	if ref.Kind != infrav1.HarvesterClusterIdentityKind {
+		opts = append(opts, client.InNamespace(hc.Namespace))
+	}
+	if err := r.Client.List(ctx, list, opts...); err != nil {
 		return err
 	}
 	for _, other := range list.Items {
-		if other.UID != hc.UID && other.Spec.IdentitySecret.Name == hc.Spec.IdentitySecret.Name {
+		if other.UID != hc.UID && other.Spec.Identity() == ref {
 			return nil
 		}
 	}
+	key := client.ObjectKey{Namespace: hc.Namespace, Name: ref.Name}
+	if ref.Kind == infrav1.HarvesterClusterIdentityKind {
+		identity := &infrav1.HarvesterClusterIdentity{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, identity); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		key = client.ObjectKey{Namespace: r.ProviderNamespace, Name: identity.Spec.SecretName}
+		if controllerutil.ContainsFinalizer(identity, IdentityFinalizer) {
+			base := identity.DeepCopy()
+			controllerutil.RemoveFinalizer(identity, IdentityFinalizer)
+			if err := r.Client.Patch(ctx, identity, client.MergeFrom(base)); err != nil {
+				return err
+			}
+		}
+	}
 	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: hc.Namespace, Name: hc.Spec.IdentitySecret.Name}, secret); err != nil {
+	if err := r.Client.Get(ctx, key, secret); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if !controllerutil.ContainsFinalizer(secret, IdentityFinalizer) {

@@ -55,6 +55,8 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 				return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
 			},
 		})).
+		// The admin's identities: a namespace taken out of one stops its clusters at once.
+		Watches(&infrav1.HarvesterClusterIdentity{}, handler.EnqueueRequestsFromMapFunc(r.identityToClusters)).
 		// A cluster being deleted waits for its machines: their deletions bring it back.
 		Watches(&infrav1.HarvesterMachine{}, handler.EnqueueRequestsFromMapFunc(r.machineToCluster),
 			builder.WithPredicates(predicate.Funcs{
@@ -141,19 +143,36 @@ func (r *HarvesterClusterReconciler) machineToCluster(ctx context.Context, obj c
 	return reqs
 }
 
-// secretToClusters maps an identity Secret to the HarvesterClusters that use it.
+// secretToClusters maps an identity Secret to the HarvesterClusters that use it: those of its
+// namespace that name it, and, for a Secret of the provider's namespace, those that name a
+// HarvesterClusterIdentity whose Secret it is.
 func (r *HarvesterClusterReconciler) secretToClusters(ctx context.Context, obj client.Object) []reconcile.Request {
-	list := &infrav1.HarvesterClusterList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
-		return nil
+	reqs := r.clustersWhere(ctx, func(hc *infrav1.HarvesterCluster) bool {
+		id := hc.Spec.Identity()
+		return hc.Namespace == obj.GetNamespace() && id.Kind == "Secret" && id.Name == obj.GetName()
+	})
+	if r.ProviderNamespace == "" || obj.GetNamespace() != r.ProviderNamespace {
+		return reqs
 	}
-	var reqs []reconcile.Request
-	for i := range list.Items {
-		if list.Items[i].Spec.IdentitySecret.Name == obj.GetName() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	identities := &infrav1.HarvesterClusterIdentityList{}
+	if err := r.Client.List(ctx, identities); err != nil {
+		return reqs
+	}
+	for i := range identities.Items {
+		if identities.Items[i].Spec.SecretName == obj.GetName() {
+			reqs = append(reqs, r.identityToClusters(ctx, &identities.Items[i])...)
 		}
 	}
 	return reqs
+}
+
+// identityToClusters maps a HarvesterClusterIdentity to the HarvesterClusters that name it: a
+// change of what it allows takes effect at their next reconcile, which this brings at once.
+func (r *HarvesterClusterReconciler) identityToClusters(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.clustersWhere(ctx, func(hc *infrav1.HarvesterCluster) bool {
+		id := hc.Spec.Identity()
+		return id.Kind == infrav1.HarvesterClusterIdentityKind && id.Name == obj.GetName()
+	})
 }
 
 // connectionClusters returns the HarvesterClusters among a connection's users (their userKey).

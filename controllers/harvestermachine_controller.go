@@ -56,6 +56,9 @@ type HarvesterMachineReconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
 	Factory  *harvester.ClientFactory
+	// ProviderNamespace is the manager's namespace, where HarvesterClusterIdentities' Secrets
+	// live.
+	ProviderNamespace string
 	// SecretMetadata reads identity Secrets' metadata from the manager's cache, so that a
 	// machine's connection is reused without reading its identity Secret live (see connect);
 	// nil reads it every time.
@@ -418,7 +421,7 @@ func (r *HarvesterMachineReconciler) readHarvesterCluster(ctx context.Context, s
 // connect opens (or reuses) the connection to the cluster's Harvester; a failure is an Error
 // for the machine's condition.
 func (r *HarvesterMachineReconciler) connect(ctx context.Context, s *machineScope) error {
-	c, _, err := connect(ctx, r.Client, r.SecretMetadata, r.Factory, s.hc, s.userKey())
+	c, _, err := connect(ctx, r.Client, r.SecretMetadata, r.Factory, s.hc, s.userKey(), r.ProviderNamespace)
 	if err != nil {
 		return err
 	}

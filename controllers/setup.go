@@ -64,6 +64,9 @@ type Options struct {
 	// ReferenceRecheck is how soon a machine whose image, key pair or network is missing looks
 	// again (--reference-recheck-interval; 0: DefaultReferenceRecheck).
 	ReferenceRecheck time.Duration
+	// ProviderNamespace is the manager's own namespace (POD_NAMESPACE), where the Secrets of
+	// HarvesterClusterIdentities live.
+	ProviderNamespace string
 	// KubeconfigPolicy decides which identity kubeconfigs the manager accepts.
 	KubeconfigPolicy harvester.KubeconfigPolicy
 	// SkipNameValidation lets tests run several managers in one process.
@@ -169,26 +172,28 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up the guest volume controller: %w", err)
 	}
 	if err := (&HarvesterClusterReconciler{
-		Client:           secrets,
-		Recorder:         mgr.GetEventRecorderFor("harvestercluster-controller"),
-		Factory:          factory,
-		WatchFilterValue: o.WatchFilterValue,
-		TokenLifetime:    o.TokenLifetime,
-		Clock:            o.Clock,
-		CCMImage:         o.CCMImage,
+		ProviderNamespace: o.ProviderNamespace,
+		Client:            secrets,
+		Recorder:          mgr.GetEventRecorderFor("harvestercluster-controller"),
+		Factory:           factory,
+		WatchFilterValue:  o.WatchFilterValue,
+		TokenLifetime:     o.TokenLifetime,
+		Clock:             o.Clock,
+		CCMImage:          o.CCMImage,
 
 		IdentityExpiryWarning: o.IdentityExpiryWarning,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.ClusterConcurrency, SkipNameValidation: skip}); err != nil {
 		return fmt.Errorf("setting up the HarvesterCluster controller: %w", err)
 	}
 	if err := (&HarvesterMachineReconciler{
-		Client:           mgr.GetClient(),
-		SecretMetadata:   mgr.GetCache(),
-		APIReader:        mgr.GetAPIReader(),
-		Recorder:         mgr.GetEventRecorderFor("harvestermachine-controller"),
-		Factory:          factory,
-		WatchFilterValue: o.WatchFilterValue,
-		ReferenceRecheck: o.ReferenceRecheck,
+		ProviderNamespace: o.ProviderNamespace,
+		Client:            mgr.GetClient(),
+		SecretMetadata:    mgr.GetCache(),
+		APIReader:         mgr.GetAPIReader(),
+		Recorder:          mgr.GetEventRecorderFor("harvestermachine-controller"),
+		Factory:           factory,
+		WatchFilterValue:  o.WatchFilterValue,
+		ReferenceRecheck:  o.ReferenceRecheck,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.MachineConcurrency, SkipNameValidation: skip}); err != nil {
 		return fmt.Errorf("setting up the HarvesterMachine controller: %w", err)
 	}

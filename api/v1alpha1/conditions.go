@@ -41,6 +41,12 @@ const (
 
 	// IdentitySecretNotFoundReason: the identity Secret does not exist.
 	IdentitySecretNotFoundReason = "IdentitySecretNotFound"
+	// IdentityNotFoundReason: the HarvesterClusterIdentity named in spec.identityRef does not
+	// exist.
+	IdentityNotFoundReason = "IdentityNotFound"
+	// IdentityNotAllowedReason: the HarvesterClusterIdentity does not allow this namespace or
+	// this target namespace.
+	IdentityNotAllowedReason = "IdentityNotAllowed"
 	// InvalidKubeconfigReason: the identity Secret has no `kubeconfig` key or it does not parse.
 	InvalidKubeconfigReason = "InvalidKubeconfig"
 	// TargetNamespaceNotFoundReason: the target namespace does not exist on Harvester.

@@ -36,12 +36,21 @@ const (
 )
 
 // HarvesterClusterSpec is the desired state of a guest cluster's infrastructure on Harvester.
+// +kubebuilder:validation:XValidation:rule="has(self.identityRef) != has(self.identitySecret)",message="set exactly one of identityRef and identitySecret"
 type HarvesterClusterSpec struct {
+	// identityRef names the Harvester identity: a HarvesterClusterIdentity the platform admin
+	// made (its Secret in the provider's namespace; it must allow this object's namespace and
+	// targetNamespace), or a Secret of this object's namespace whose `kubeconfig` key reaches
+	// Harvester (label it `clusterctl.cluster.x-k8s.io/move` so that clusterctl move takes it
+	// along). Exactly one of identityRef and identitySecret is set.
+	// +optional
+	IdentityRef *IdentityReference `json:"identityRef,omitempty"`
+
 	// identitySecret names the Secret, in this object's namespace, whose `kubeconfig` key reaches
-	// Harvester (directly or through a Rancher proxy URL). Label it
-	// `clusterctl.cluster.x-k8s.io/move` so that clusterctl move takes it along.
-	// +required
-	IdentitySecret SecretReference `json:"identitySecret"`
+	// Harvester (directly or through a Rancher proxy URL); the same as identityRef of kind
+	// Secret, kept for manifests written before identityRef.
+	// +optional
+	IdentitySecret SecretReference `json:"identitySecret,omitempty,omitzero"`
 
 	// targetNamespace is the Harvester namespace that holds this cluster's VMs, load balancers,
 	// cloud-init Secrets and guest credentials. Immutable. Namespaces of Kubernetes, Harvester,
@@ -73,6 +82,19 @@ type HarvesterClusterSpec struct {
 	// token is not valid there; when empty, the identity's own server and CA are used.
 	// +optional
 	GuestHarvesterAPI *HarvesterAPIEndpoint `json:"guestHarvesterAPI,omitempty"`
+}
+
+// IdentityReference names a HarvesterClusterIdentity or a Secret of the object's namespace.
+type IdentityReference struct {
+	// kind is HarvesterClusterIdentity or Secret.
+	// +required
+	// +kubebuilder:validation:Enum=HarvesterClusterIdentity;Secret
+	Kind string `json:"kind"`
+	// name of the HarvesterClusterIdentity or Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // SecretReference names a Secret in the namespace of the object that refers to it.
@@ -245,6 +267,14 @@ func (c *HarvesterCluster) SetConditions(conditions []metav1.Condition) {
 // CloudProviderEnabled reports whether the guest's cloud provider gets credentials.
 func (s *AddonsSpec) CloudProviderEnabled() bool {
 	return s.CloudProvider == nil || *s.CloudProvider
+}
+
+// Identity is the identity the spec names, identitySecret read as identityRef of kind Secret.
+func (s *HarvesterClusterSpec) Identity() IdentityReference {
+	if s.IdentityRef != nil {
+		return *s.IdentityRef
+	}
+	return IdentityReference{Kind: "Secret", Name: s.IdentitySecret.Name}
 }
 
 // CSIEnabled reports whether the guest's CSI driver gets credentials.

@@ -71,9 +71,22 @@ func (s *HarvesterClusterSpec) validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 
 	secretPath := path.Child("identitySecret", "name")
-	if s.IdentitySecret.Name == "" {
-		errs = append(errs, field.Required(secretPath, "name the Secret whose `kubeconfig` key reaches Harvester"))
-	} else {
+	switch ref := s.IdentityRef; {
+	case ref != nil && s.IdentitySecret.Name != "":
+		errs = append(errs, field.Forbidden(path.Child("identitySecret"), "set exactly one of identityRef and identitySecret"))
+	case ref != nil:
+		refPath := path.Child("identityRef")
+		switch ref.Kind {
+		case HarvesterClusterIdentityKind, "Secret":
+		default:
+			errs = append(errs, field.NotSupported(refPath.Child("kind"), ref.Kind, []string{HarvesterClusterIdentityKind, "Secret"}))
+		}
+		for _, msg := range validation.IsDNS1123Subdomain(ref.Name) {
+			errs = append(errs, field.Invalid(refPath.Child("name"), ref.Name, msg))
+		}
+	case s.IdentitySecret.Name == "":
+		errs = append(errs, field.Required(path.Child("identityRef"), "name a HarvesterClusterIdentity, or a Secret whose `kubeconfig` key reaches Harvester"))
+	default:
 		for _, msg := range validation.IsDNS1123Subdomain(s.IdentitySecret.Name) {
 			errs = append(errs, field.Invalid(secretPath, s.IdentitySecret.Name, msg))
 		}
@@ -182,8 +195,11 @@ func (s *HarvesterClusterSpec) validateImmutable(path *field.Path, old *Harveste
 	if s.TargetNamespace != old.TargetNamespace {
 		errs = append(errs, field.Forbidden(path.Child("targetNamespace"), "cannot change: the cluster's VMs live in the old namespace"))
 	}
-	if provisioned && s.IdentitySecret != old.IdentitySecret {
-		errs = append(errs, field.Forbidden(path.Child("identitySecret"), "cannot change once the cluster is provisioned; rotate the kubeconfig inside the Secret instead"))
+	// Once provisioned, the identity stays, but for the move from a Secret of the namespace to a
+	// HarvesterClusterIdentity (docs/harvester-identity.md, "Moving to HarvesterClusterIdentity").
+	if now, was := s.Identity(), old.Identity(); provisioned && now != was &&
+		!(was.Kind == "Secret" && now.Kind == HarvesterClusterIdentityKind) {
+		errs = append(errs, field.Forbidden(path.Child("identityRef"), "cannot change once the cluster is provisioned, but from a Secret to a HarvesterClusterIdentity; rotate the kubeconfig inside the Secret instead"))
 	}
 	if old.ControlPlaneEndpoint.Host != "" && s.ControlPlaneEndpoint != old.ControlPlaneEndpoint {
 		errs = append(errs, field.Forbidden(path.Child("controlPlaneEndpoint"), "cannot change once set: the guest cluster's certificates and kubeconfigs name it"))

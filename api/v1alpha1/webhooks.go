@@ -7,6 +7,7 @@ func SetupWebhooksWithManager(mgr ctrl.Manager) error {
 	for _, w := range []interface{ SetupWebhookWithManager(ctrl.Manager) error }{
 		&HarvesterClusterWebhook{},
 		&HarvesterClusterTemplateWebhook{},
+		&HarvesterClusterIdentityWebhook{},
 		&HarvesterMachineWebhook{},
 		&HarvesterMachineTemplateWebhook{},
 	} {

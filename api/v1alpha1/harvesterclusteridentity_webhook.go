@@ -1,0 +1,102 @@
+package v1alpha1
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvesterclusteridentity,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvesterclusteridentities,versions=v1alpha1,name=validation.harvesterclusteridentity.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+
+// HarvesterClusterIdentityWebhook validates HarvesterClusterIdentities.
+type HarvesterClusterIdentityWebhook struct{}
+
+// SetupWebhookWithManager registers the webhook.
+func (w *HarvesterClusterIdentityWebhook) SetupWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &HarvesterClusterIdentity{}).WithValidator(w).Complete()
+}
+
+// ValidateCreate checks a new identity.
+func (w *HarvesterClusterIdentityWebhook) ValidateCreate(_ context.Context, i *HarvesterClusterIdentity) (admission.Warnings, error) {
+	return nil, invalid(HarvesterClusterIdentityKind, i.Name, i.Spec.validate(field.NewPath("spec")))
+}
+
+// ValidateUpdate checks a changed identity.
+func (w *HarvesterClusterIdentityWebhook) ValidateUpdate(_ context.Context, _, i *HarvesterClusterIdentity) (admission.Warnings, error) {
+	return nil, invalid(HarvesterClusterIdentityKind, i.Name, i.Spec.validate(field.NewPath("spec")))
+}
+
+// ValidateDelete allows every deletion: clusters using the identity report it missing.
+func (w *HarvesterClusterIdentityWebhook) ValidateDelete(context.Context, *HarvesterClusterIdentity) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (s *HarvesterClusterIdentitySpec) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(s.SecretName) {
+		errs = append(errs, field.Invalid(path.Child("secretName"), s.SecretName, msg))
+	}
+	if s.AllowedNamespaces == nil {
+		errs = append(errs, field.Required(path.Child("allowedNamespaces"), "name the management namespaces that may use this identity (list, selector or both)"))
+	} else {
+		for i, ns := range s.AllowedNamespaces.NamespaceList {
+			for _, msg := range validation.IsDNS1123Label(ns) {
+				errs = append(errs, field.Invalid(path.Child("allowedNamespaces", "list").Index(i), ns, msg))
+			}
+		}
+		if sel := s.AllowedNamespaces.Selector; sel != nil {
+			errs = append(errs, metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, path.Child("allowedNamespaces", "selector"))...)
+		}
+	}
+	if len(s.TargetNamespaces) == 0 {
+		errs = append(errs, field.Required(path.Child("targetNamespaces"), "name the Harvester namespaces this identity's clusters may use"))
+	}
+	for i, ns := range s.TargetNamespaces {
+		p := path.Child("targetNamespaces").Index(i)
+		for _, msg := range validation.IsDNS1123Label(ns) {
+			errs = append(errs, field.Invalid(p, ns, msg))
+		}
+		if owner := systemNamespaceOwner(ns); owner != "" {
+			errs = append(errs, field.Invalid(p, ns, "is a system namespace of "+owner))
+		}
+	}
+	for i, ns := range s.SharedNamespaces {
+		for _, msg := range validation.IsDNS1123Label(ns) {
+			errs = append(errs, field.Invalid(path.Child("sharedNamespaces").Index(i), ns, msg))
+		}
+	}
+	return errs
+}
+
+// Allows tells whether the identity serves a HarvesterCluster of management namespace
+// namespace (with its labels) targeting Harvester namespace target; reason says why not.
+func (s *HarvesterClusterIdentitySpec) Allows(namespace string, namespaceLabels map[string]string, target string) (ok bool, reason string) {
+	allowed := false
+	if a := s.AllowedNamespaces; a != nil {
+		for _, ns := range a.NamespaceList {
+			if ns == namespace {
+				allowed = true
+			}
+		}
+		if !allowed && a.Selector != nil {
+			if sel, err := metav1.LabelSelectorAsSelector(a.Selector); err == nil && sel.Matches(labels.Set(namespaceLabels)) {
+				allowed = true
+			}
+		}
+	}
+	if !allowed {
+		return false, "it does not allow namespace " + namespace + " (allowedNamespaces)"
+	}
+	for _, t := range s.TargetNamespaces {
+		if t == target {
+			return true, ""
+		}
+	}
+	return false, "it does not allow Harvester namespace " + target + " (targetNamespaces)"
+}
