@@ -461,7 +461,11 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 	if err := r.connect(ctx, s); err != nil {
 		return r.harvesterResult(ctx, err, s.reportVM)
 	}
-	vms := &harvester.VMService{C: s.client}
+	shared, err := r.sharedNamespaces(ctx, s.hc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	vms := &harvester.VMService{C: s.client, SharedNamespaces: shared}
 	target := s.hc.Spec.TargetNamespace
 	vm, err := vms.Get(ctx, target, hm)
 	switch {
@@ -783,3 +787,19 @@ func (r *HarvesterMachineReconciler) forgetCaughtUp() predicate.Funcs {
 
 // errStatusMovedOn: the status on the server is no longer the one the reconcile read.
 var errStatusMovedOn = errors.New("the HarvesterMachine's status changed since it was read")
+
+// sharedNamespaces are the Harvester namespaces, besides the target namespace, whose images, key
+// pairs and networks the cluster's machines may name: a HarvesterClusterIdentity's
+// sharedNamespaces (never nil for one); nil, any, for a Secret identity (the tenant's own
+// credential reaches what it is bound to).
+func (r *HarvesterMachineReconciler) sharedNamespaces(ctx context.Context, hc *infrav1.HarvesterCluster) ([]string, error) {
+	ref := hc.Spec.Identity()
+	if ref.Kind != infrav1.HarvesterClusterIdentityKind {
+		return nil, nil
+	}
+	identity := &infrav1.HarvesterClusterIdentity{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, identity); err != nil {
+		return nil, err
+	}
+	return append([]string{}, identity.Spec.SharedNamespaces...), nil
+}

@@ -120,6 +120,9 @@ const (
 	UnsupportedBootstrapFormatReason = "UnsupportedBootstrapFormat"
 	// ImageNotFoundReason: a disk's VirtualMachineImage does not exist.
 	ImageNotFoundReason = "ImageNotFound"
+	// ReferenceNotAllowedReason: an image, key pair or network is in a Harvester namespace the
+	// cluster's HarvesterClusterIdentity does not share (its sharedNamespaces).
+	ReferenceNotAllowedReason = "ReferenceNotAllowed"
 	// ImageNotImportedReason: a disk's VirtualMachineImage has not finished importing.
 	ImageNotImportedReason = "ImageNotImported"
 	// KeyPairNotFoundReason: a named KeyPair does not exist.

@@ -26,6 +26,20 @@ func CloudInitSecretName(machine string) string { return boundedName(machine+"-c
 // management side.
 type VMService struct {
 	C *Client
+	// SharedNamespaces, when not nil, are the only Harvester namespaces besides the machine's
+	// own whose images, key pairs and networks a machine may name (a HarvesterClusterIdentity's
+	// sharedNamespaces): the identity's reads reach further than the tenant should.
+	SharedNamespaces []string
+}
+
+// allowed tells whether a reference into namespace ns may be used by a machine of namespace own.
+func (s *VMService) allowed(ns, own string) bool {
+	return s.SharedNamespaces == nil || ns == own || slices.Contains(s.SharedNamespaces, ns)
+}
+
+func (s *VMService) notShared(what, ns, name string) error {
+	return referenceError(infrav1.ReferenceNotAllowedReason,
+		"%s %s/%s is in a Harvester namespace the cluster's HarvesterClusterIdentity does not share (its sharedNamespaces)", what, ns, name)
 }
 
 // VMRequest is what a machine's VM is made of: the VM's input (references are resolved here)
@@ -195,6 +209,9 @@ func (s *VMService) resolveReferences(ctx context.Context, spec *infrav1.Harvest
 			continue
 		}
 		ns, name := ResolveRef(d.Image, namespace)
+		if !s.allowed(ns, namespace) {
+			return nil, s.notShared("image", ns, name)
+		}
 		img := &harvesterv1.VirtualMachineImage{}
 		if err := s.C.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, img); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -209,6 +226,9 @@ func (s *VMService) resolveReferences(ctx context.Context, spec *infrav1.Harvest
 	}
 	for _, ref := range spec.SSHKeyPairs {
 		ns, name := ResolveRef(ref, namespace)
+		if !s.allowed(ns, namespace) {
+			return nil, s.notShared("keypair", ns, name)
+		}
 		kp := &harvesterv1.KeyPair{}
 		if err := s.C.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, kp); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -221,6 +241,9 @@ func (s *VMService) resolveReferences(ctx context.Context, spec *infrav1.Harvest
 	}
 	for _, n := range spec.Networks {
 		ns, name := ResolveRef(n.NetworkName, namespace)
+		if !s.allowed(ns, namespace) {
+			return nil, s.notShared("VM network", ns, name)
+		}
 		nad := &unstructured.Unstructured{}
 		nad.SetAPIVersion("k8s.cni.cncf.io/v1")
 		nad.SetKind("NetworkAttachmentDefinition")
