@@ -3,14 +3,19 @@
 package config_test
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"sigs.k8s.io/yaml"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
@@ -95,4 +100,28 @@ func TestWebhooksTrustTheCertManagerCertificate(t *testing.T) {
 	g.Expect(certs).To(HaveLen(1))
 	dnsNames, _, _ := unstructured.NestedStringSlice(certs[0].Object, "spec", "dnsNames")
 	g.Expect(dnsNames).To(ContainElement("capi-harvester-webhook-service.capi-harvester-system.svc"))
+}
+
+// config/management's optional webhook reaches the manager as the components install it: their
+// webhook Service and namespace, the path the manager serves the check at, and the CA
+// cert-manager injects from their Certificate.
+func TestGuestKubeconfigWebhookPointsAtTheManager(t *testing.T) {
+	g := NewWithT(t)
+	objs := render(t)
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "management", "guest-kubeconfig-webhook.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg := &admissionv1.ValidatingWebhookConfiguration{}
+	g.Expect(yaml.UnmarshalStrict(data, cfg)).To(Succeed())
+	g.Expect(cfg.Webhooks).To(HaveLen(1))
+	svc := cfg.Webhooks[0].ClientConfig.Service
+	g.Expect(svc).NotTo(BeNil())
+	g.Expect(*svc.Path).To(Equal(controllers.KubeconfigWebhookPath))
+	var services []string
+	for _, s := range ofKind(objs, "Service") {
+		services = append(services, s.GetNamespace()+"/"+s.GetName())
+	}
+	g.Expect(services).To(ContainElement(svc.Namespace + "/" + svc.Name))
+	certs := ofKind(objs, "Certificate")
+	g.Expect(certs).To(HaveLen(1))
+	g.Expect(cfg.Annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", certs[0].GetNamespace()+"/"+certs[0].GetName()))
 }
