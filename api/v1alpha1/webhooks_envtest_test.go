@@ -216,8 +216,16 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 		variantOf string
 	}{
 		// HarvesterCluster
+		// An empty identitySecret is no identity at all (the field is left out).
 		{name: "empty identity secret", obj: cluster("c-identity-empty", func(s *infrav1.HarvesterClusterSpec) { s.IdentitySecret.Name = "" }),
-			field: "spec.identitySecret.name", msg: "at least 1 chars long"},
+			field: "spec", msg: "set exactly one of identityRef and identitySecret"},
+		{name: "both identities", obj: cluster("c-identity-both", func(s *infrav1.HarvesterClusterSpec) {
+			s.IdentityRef = &infrav1.IdentityReference{Kind: infrav1.HarvesterClusterIdentityKind, Name: "lent"}
+		}), field: "spec", msg: "set exactly one of identityRef and identitySecret"},
+		{name: "identity of an unknown kind", obj: cluster("c-identity-kind", func(s *infrav1.HarvesterClusterSpec) {
+			s.IdentitySecret = infrav1.SecretReference{}
+			s.IdentityRef = &infrav1.IdentityReference{Kind: "ConfigMap", Name: "lent"}
+		}), field: "spec.identityRef.kind", msg: "Unsupported value"},
 		{name: "identity secret name not a DNS name", obj: cluster("c-identity-bad", func(s *infrav1.HarvesterClusterSpec) { s.IdentitySecret.Name = "Harvester_Identity" }),
 			field: "spec.identitySecret.name", msg: "RFC 1123"},
 		{name: "empty target namespace", obj: cluster("c-ns-empty", func(s *infrav1.HarvesterClusterSpec) { s.TargetNamespace = "" }),
@@ -626,7 +634,7 @@ func TestImmutableFieldsAreRefusedOnUpdate(t *testing.T) {
 		c.Status.Initialization.Provisioned = ptr.To(true)
 		g.Expect(env.Client.Status().Update(ctx, c)).To(Succeed())
 		expectInvalid(g, update(func(c *infrav1.HarvesterCluster) { c.Spec.IdentitySecret.Name = "third-identity" }),
-			"spec.identitySecret", "cannot change once the cluster is provisioned")
+			"spec.identityRef", "cannot change once the cluster is provisioned")
 
 		// What may change still can.
 		g.Expect(update(func(c *infrav1.HarvesterCluster) {

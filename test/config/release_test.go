@@ -52,7 +52,7 @@ func TestReleaseAssets(t *testing.T) {
 		}
 	}
 	g.Expect(namespaces).To(Equal(1))
-	g.Expect(crds).To(Equal(4))
+	g.Expect(crds).To(Equal(5))
 	g.Expect(managerImage).To(Equal("ghcr.io/example/capi-harvester:v9.9.9"))
 	g.Expect(managerArgs).To(ContainElement("--ccm-image=${CAPHV_CCM_IMAGE:=ghcr.io/example/ccm:v9.9.9}"))
 
