@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -82,6 +83,61 @@ var _ = Describe("clusterctl move", func() {
 			providerIDs[hm.Name] = hm.Spec.ProviderID
 		}
 
+		By("moving the cluster from its Secret identity to a HarvesterClusterIdentity, as docs/harvester-identity.md says")
+		kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		adminSecret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testBed.Provider.Namespace, Name: "move-identity"},
+			Data:       map[string][]byte{infrav1.IdentitySecretKey: kubeconfig},
+		}
+		Expect(mgmt().Create(ctx, adminSecret)).To(Succeed())
+		lent := &infrav1.HarvesterClusterIdentity{
+			ObjectMeta: metav1.ObjectMeta{Name: "move"},
+			Spec: infrav1.HarvesterClusterIdentitySpec{
+				SecretName:        adminSecret.Name,
+				AllowedNamespaces: &infrav1.AllowedNamespaces{NamespaceList: []string{tc.Namespace}},
+				TargetNamespaces:  []string{tc.Target},
+				// The bed's images and VM networks live in `default`, as on many Harvesters.
+				SharedNamespaces: []string{"default"},
+			},
+		}
+		Expect(mgmt().Create(ctx, lent)).To(Succeed())
+		// clusterctl leaves an identity in the source: the clean-up there is the admin's.
+		DeferCleanup(func() {
+			for _, obj := range []client.Object{&infrav1.HarvesterClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: lent.Name}},
+				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: adminSecret.Namespace, Name: adminSecret.Name}}} {
+				if mgmt().Get(ctx, client.ObjectKeyFromObject(obj), obj) == nil {
+					obj.SetFinalizers(nil)
+					Expect(client.IgnoreNotFound(mgmt().Update(ctx, obj))).To(Succeed())
+					Expect(client.IgnoreNotFound(mgmt().Delete(ctx, obj))).To(Succeed())
+				}
+			}
+		})
+		oldSecret := tc.HarvesterCluster.Spec.IdentitySecret.Name
+		Eventually(func(g Gomega) {
+			hc := &infrav1.HarvesterCluster{}
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), hc)).To(Succeed())
+			hc.Spec.IdentitySecret = infrav1.SecretReference{}
+			hc.Spec.IdentityRef = &infrav1.IdentityReference{Kind: infrav1.HarvesterClusterIdentityKind, Name: lent.Name}
+			g.Expect(mgmt().Update(ctx, hc)).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(adminSecret), adminSecret)).To(Succeed())
+			g.Expect(adminSecret.OwnerReferences).To(ContainElement(HaveField("Name", lent.Name)))
+			g.Expect(adminSecret.Finalizers).NotTo(BeEmpty(), "the identity's Secret is kept while the cluster uses it")
+			hc := &infrav1.HarvesterCluster{}
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), hc)).To(Succeed())
+			g.Expect(conditions.IsTrue(hc, infrav1.HarvesterAvailableCondition)).To(BeTrue(), "%v", hc.Status.Conditions)
+			g.Expect(hc.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+		}).WithTimeout(time.Minute).Should(Succeed())
+		// The tenant's Secret keeps the provider's finalizer until taken off by hand (the doc's step).
+		old := &corev1.Secret{}
+		Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: oldSecret}, old)).To(Succeed())
+		base = old.DeepCopy()
+		old.Finalizers = nil
+		Expect(mgmt().Patch(ctx, old, client.MergeFrom(base))).To(Succeed())
+		Expect(harvesterObjects(Default, tc.Target)).To(Equal(before), "the change of identity touched nothing on Harvester")
+
 		By("starting a second management cluster with Cluster API and the provider as it ships")
 		target, err := testBed.AddManagement(ctx, providerOptions)
 		Expect(err).NotTo(HaveOccurred())
@@ -107,8 +163,12 @@ var _ = Describe("clusterctl move", func() {
 		movedCluster := &clusterv1.Cluster{}
 		Expect(to.Get(ctx, client.ObjectKeyFromObject(tc.Cluster), movedCluster)).To(Succeed())
 		Expect(ptr.Deref(movedCluster.Spec.Paused, false)).To(BeFalse())
-		identity := &corev1.Secret{}
-		Expect(to.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: tc.HarvesterCluster.Spec.IdentitySecret.Name}, identity)).To(Succeed())
+		By("the identity and its Secret moved with the cluster")
+		movedIdentity := &infrav1.HarvesterClusterIdentity{}
+		Expect(to.Get(ctx, client.ObjectKey{Name: lent.Name}, movedIdentity)).To(Succeed())
+		movedSecret := &corev1.Secret{}
+		Expect(to.Get(ctx, client.ObjectKeyFromObject(adminSecret), movedSecret)).To(Succeed())
+		Expect(movedSecret.Data).To(HaveKey(infrav1.IdentitySecretKey))
 
 		By("the target's provider takes the cluster and its machines over as they are on Harvester")
 		Eventually(func(g Gomega) {
