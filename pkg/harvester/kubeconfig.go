@@ -52,14 +52,7 @@ func (e *KubeconfigError) Unwrap() error { return ErrInvalidKubeconfig }
 // of its current context, built from the admitted fields only. Every cluster and user entry is
 // checked, used by the current context or not: a refused form anywhere is refused.
 func (p KubeconfigPolicy) RESTConfig(data []byte) (*rest.Config, error) {
-	cfg, err := clientcmd.Load(data)
-	if err != nil {
-		return nil, &KubeconfigError{Reason: kubeconfigError(err)}
-	}
-	if err := p.check(cfg); err != nil {
-		return nil, err
-	}
-	kctx, cluster, user, err := current(cfg)
+	kctx, cluster, user, err := p.admit(data)
 	if err != nil {
 		return nil, err
 	}
@@ -96,14 +89,7 @@ func (p KubeconfigPolicy) RESTConfig(data []byte) (*rest.Config, error) {
 // proxy-url or insecure-skip-tls-verify where the flags allow them). What it returns is safe to
 // give to code that reads kubeconfigs with client-go's loader, such as CAPI's ClusterCache.
 func (p KubeconfigPolicy) Sanitize(data []byte) ([]byte, error) {
-	cfg, err := clientcmd.Load(data)
-	if err != nil {
-		return nil, &KubeconfigError{Reason: kubeconfigError(err)}
-	}
-	if err := p.check(cfg); err != nil {
-		return nil, err
-	}
-	kctx, cluster, user, err := current(cfg)
+	kctx, cluster, user, err := p.admit(data)
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +122,19 @@ func (p KubeconfigPolicy) Sanitize(data []byte) ([]byte, error) {
 		return nil, &KubeconfigError{Reason: "could not be written anew"}
 	}
 	return written, nil
+}
+
+// admit parses a kubeconfig, checks every entry against the policy and returns the current
+// context with its cluster and user.
+func (p KubeconfigPolicy) admit(data []byte) (*clientcmdapi.Context, *clientcmdapi.Cluster, *clientcmdapi.AuthInfo, error) {
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, nil, nil, &KubeconfigError{Reason: kubeconfigError(err)}
+	}
+	if err := p.check(cfg); err != nil {
+		return nil, nil, nil, err
+	}
+	return current(cfg)
 }
 
 // current returns the current context with its cluster and user.

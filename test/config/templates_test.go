@@ -2,7 +2,6 @@ package config
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -64,17 +63,16 @@ func TestEveryTemplateVariableIsDocumentedWithItsDefault(t *testing.T) {
 // requiredValues are what a user sets for every template.
 func requiredValues(namespace string) map[string]string {
 	return map[string]string{
-		"CLUSTER_NAME":             "tpl",
-		"NAMESPACE":                namespace,
-		"KUBERNETES_VERSION":       "v1.35.4",
-		"HARVESTER_KUBECONFIG_B64": base64.StdEncoding.EncodeToString([]byte("apiVersion: v1\nkind: Config\n")),
-		"HARVESTER_NETWORK":        "default/vlan10",
-		"HARVESTER_IMAGE":          "default/ubuntu-24.04",
-		"RKE2_VERSION":             "v1.33.5+rke2r1",
-		"K3S_VERSION":              "v1.33.5+k3s1",
-		"NODE_IP_POOL_ADDRESSES":   "[10.0.0.10-10.0.0.50]",
-		"NODE_IP_POOL_GATEWAY":     "10.0.0.1",
-		"NODE_NAMESERVERS":         "[10.0.0.53, 10.0.0.54]",
+		"CLUSTER_NAME":           "tpl",
+		"NAMESPACE":              namespace,
+		"KUBERNETES_VERSION":     "v1.35.4",
+		"HARVESTER_NETWORK":      "default/vlan10",
+		"HARVESTER_IMAGE":        "default/ubuntu-24.04",
+		"RKE2_VERSION":           "v1.33.5+rke2r1",
+		"K3S_VERSION":            "v1.33.5+k3s1",
+		"NODE_IP_POOL_ADDRESSES": "[10.0.0.10-10.0.0.50]",
+		"NODE_IP_POOL_GATEWAY":   "10.0.0.1",
+		"NODE_NAMESERVERS":       "[10.0.0.53, 10.0.0.54]",
 	}
 }
 
@@ -263,5 +261,5 @@ func fleetIgnores(t *testing.T, apiVersion, kind, path string) bool {
 func TestRenderNamesMissingVariables(t *testing.T) {
 	g := NewWithT(t)
 	_, err := templates.Render("cluster-template.yaml", map[string]string{"CLUSTER_NAME": "x"})
-	g.Expect(err).To(MatchError(ContainSubstring("HARVESTER_KUBECONFIG_B64")))
+	g.Expect(err).To(MatchError(ContainSubstring("HARVESTER_NETWORK")))
 }

@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -242,8 +241,8 @@ var flavors = map[string]flavor{
 
 // render generates the cluster from the flavour's template as `clusterctl generate cluster` does.
 func render(ctx context.Context, b *bed.Bed, o options, f flavor) ([]byte, error) {
-	kubeconfig, err := b.Harvester.ProviderKubeconfig(ctx)
-	if err != nil {
+	// The platform admin's part: an identity for the demo's namespace and target namespace.
+	if err := b.LendIdentity(ctx, o.namespace, o.namespace, o.target); err != nil {
 		return nil, err
 	}
 	return templates.Render(f.template, map[string]string{
@@ -252,7 +251,7 @@ func render(ctx context.Context, b *bed.Bed, o options, f flavor) ([]byte, error
 		"NAMESPACE":                   o.namespace,
 		"CONTROL_PLANE_MACHINE_COUNT": fmt.Sprint(o.controlPlanes),
 		"WORKER_MACHINE_COUNT":        fmt.Sprint(o.workers),
-		"HARVESTER_KUBECONFIG_B64":    base64.StdEncoding.EncodeToString(kubeconfig),
+		"HARVESTER_IDENTITY":          o.namespace,
 		"HARVESTER_NAMESPACE":         o.target,
 		"HARVESTER_NETWORK":           "default/vlan10",
 		"HARVESTER_IMAGE":             "default/ubuntu-24.04",

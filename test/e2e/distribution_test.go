@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/base64"
 	"fmt"
 	"strings"
 	"time"
@@ -61,13 +60,13 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 		Name: "loopback-" + namespace, Subnet: "127.77.0.0/24", RangeStart: firstIP, RangeEnd: lastIP,
 		Namespace: target, Priority: 10,
 	})).To(Succeed())
-	kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
-	Expect(err).NotTo(HaveOccurred())
+	// The platform admin lends the tenant an identity (docs/harvester-identity.md).
+	Expect(testBed.LendIdentity(ctx, namespace, namespace, target)).To(Succeed())
 
 	variables := map[string]string{
 		"CLUSTER_NAME":                name,
 		"NAMESPACE":                   namespace,
-		"HARVESTER_KUBECONFIG_B64":    base64.StdEncoding.EncodeToString(kubeconfig),
+		"HARVESTER_IDENTITY":          namespace,
 		"HARVESTER_NAMESPACE":         target,
 		"HARVESTER_NETWORK":           "default/vlan20",
 		"HARVESTER_IMAGE":             "default/ubuntu-24.04",

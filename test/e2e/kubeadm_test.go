@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/base64"
 	"fmt"
 	"strconv"
 	"time"
@@ -48,21 +47,21 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			Name: "loopback-" + namespace, Subnet: "127.77.0.0/24", RangeStart: firstIP, RangeEnd: lastIP,
 			Namespace: target, Priority: 10,
 		})).To(Succeed())
-		kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
-		Expect(err).NotTo(HaveOccurred())
+		// The platform admin lends the tenant an identity (docs/harvester-identity.md).
+		Expect(testBed.LendIdentity(ctx, namespace, namespace, target)).To(Succeed())
 
 		// As `clusterctl generate cluster` renders a flavour (with its ClusterClass first).
 		for _, file := range files {
 			manifest, err := templates.Render(file, map[string]string{
-				"CLUSTER_NAME":             name,
-				"NAMESPACE":                namespace,
-				"KUBERNETES_VERSION":       "v1.35.4",
-				"HARVESTER_KUBECONFIG_B64": base64.StdEncoding.EncodeToString(kubeconfig),
-				"HARVESTER_NAMESPACE":      target,
-				"HARVESTER_NETWORK":        "default/vlan20",
-				"HARVESTER_IMAGE":          "default/ubuntu-24.04",
-				"HARVESTER_SSH_KEYPAIRS":   "[default/ops]",
-				"WORKER_MACHINE_COUNT":     strconv.Itoa(workers),
+				"CLUSTER_NAME":           name,
+				"NAMESPACE":              namespace,
+				"KUBERNETES_VERSION":     "v1.35.4",
+				"HARVESTER_IDENTITY":     namespace,
+				"HARVESTER_NAMESPACE":    target,
+				"HARVESTER_NETWORK":      "default/vlan20",
+				"HARVESTER_IMAGE":        "default/ubuntu-24.04",
+				"HARVESTER_SSH_KEYPAIRS": "[default/ops]",
+				"WORKER_MACHINE_COUNT":   strconv.Itoa(workers),
 			})
 			Expect(err).NotTo(HaveOccurred())
 			objs, err := testenv.DecodeObjects(manifest)
@@ -210,6 +209,8 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 
 		By("no secret of the lifecycle reaches a log, an event or a condition")
 		secrets := newSecretWatch()
+		kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
+		Expect(err).NotTo(HaveOccurred())
 		secrets.addKubeconfig("the identity kubeconfig", kubeconfig)
 		Eventually(func(g Gomega) { secrets.snapshot(g, namespace, name) }).Should(Succeed())
 
