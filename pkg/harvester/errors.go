@@ -152,6 +152,11 @@ func ReachError(err error) string {
 	switch {
 	case errors.As(err, &tooLarge):
 		return tooLarge.Error()
+	case strings.Contains(err.Error(), tooLargeText):
+		// Discovery flattens some errors into text: the bound is still named, the server's
+		// words are not quoted.
+		return fmt.Sprintf("Harvester%s sent an answer larger than the provider reads (%d MiB, %d MiB for one watch event)",
+			host, MaxAnswerBytes>>20, MaxWatchEventBytes>>20)
 	case errors.As(err, &dnsErr):
 		return fmt.Sprintf("Harvester's name %s does not resolve", dnsErr.Name)
 	case errors.Is(err, syscall.ECONNREFUSED):

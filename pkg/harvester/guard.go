@@ -39,8 +39,11 @@ type TooLargeError struct {
 	Limit int64
 }
 
+// tooLargeText is in every TooLargeError's message.
+const tooLargeText = "sent an answer larger than"
+
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("Harvester at %s sent an answer larger than %d MiB; the provider reads no more of it", e.Host, e.Limit>>20)
+	return fmt.Sprintf("Harvester at %s %s %d MiB; the provider reads no more of it", e.Host, tooLargeText, e.Limit>>20)
 }
 
 // requestGuard sits in a connection's HTTP transport and keeps a Harvester that does not answer

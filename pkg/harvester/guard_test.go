@@ -213,6 +213,10 @@ func TestAnswersAreReadUpToTheirBound(t *testing.T) {
 		if msg := ReachError(err); !strings.Contains(msg, "larger than") {
 			t.Errorf("%q: the condition would say %q", tc.query, msg)
 		}
+		// Flattened into text by a caller (discovery does that), the bound is still named.
+		if msg := ReachError(errors.New("discovery: " + err.Error())); !strings.Contains(msg, "sent an answer larger than the provider reads") {
+			t.Errorf("%q: flattened, the condition would say %q", tc.query, msg)
+		}
 	}
 	// Watch events that end with a newline pass, however many.
 	events := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
