@@ -55,7 +55,9 @@ func connect(ctx context.Context, c client.Client, secretMetadata client.Reader,
 	}
 	cluster := ""
 	if name := hc.Labels[clusterv1.ClusterNameLabel]; name != "" {
-		cluster = harvester.ClusterID(hc.Namespace, name)
+		if g, ok := harvester.GuestOf(hc, name); ok {
+			cluster = g.ID()
+		}
 	}
 	if secretMetadata != nil {
 		meta := &metav1.PartialObjectMetadata{}

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates/addons"
 )
 
@@ -52,7 +51,7 @@ func (r *HarvesterClusterReconciler) reconcileAddons(ctx context.Context, s *clu
 			image = DefaultCCMImage
 		}
 		manifest, err := addons.Render(addons.CCM, map[string]string{
-			"CLUSTER_NAME": harvester.ClusterID(hc.Namespace, cluster.Name),
+			"CLUSTER_NAME": s.guest.ID(),
 			"CCM_IMAGE":    image,
 		})
 		if err != nil {

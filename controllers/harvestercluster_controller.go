@@ -15,14 +15,15 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/finalizers"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
@@ -90,7 +91,9 @@ func (r *HarvesterClusterReconciler) clock() clock.PassiveClock {
 type clusterScope struct {
 	cluster *clusterv1.Cluster
 	hc      *infrav1.HarvesterCluster
-	client  *harvester.Client
+	// guest names the cluster on Harvester (with its owner mark).
+	guest  harvester.Guest
+	client *harvester.Client
 	// recheck, when set, is when a reconcile must come again for a reason no event will bring
 	// (an identity's credential nearing its expiry).
 	recheck time.Duration
@@ -151,6 +154,11 @@ func (r *HarvesterClusterReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if annotations.IsExternallyManaged(hc) {
 		return ctrl.Result{}, nil
 	}
+	// clusterctl move is deleting the source's copy (the target has the cluster): hands off,
+	// also of the owner mark, whose annotation clusterctl has just replaced.
+	if _, moving := hc.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving {
+		return ctrl.Result{}, nil
+	}
 	cluster, err := util.GetOwnerCluster(ctx, r.Client, hc.ObjectMeta)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -169,9 +177,13 @@ func (r *HarvesterClusterReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		cluster = &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: hc.Namespace, Name: name, DeletionTimestamp: hc.DeletionTimestamp}}
 	}
 	if hc.DeletionTimestamp.IsZero() {
-		if finalizerAdded, err := finalizers.EnsureFinalizer(ctx, r.Client, hc, infrav1.ClusterFinalizer); err != nil || finalizerAdded {
+		if changed, err := r.ensureFinalizerAndMark(ctx, hc); err != nil || changed {
 			return ctrl.Result{}, err
 		}
+	}
+	guest, ok := harvester.GuestOf(hc, cluster.Name)
+	if !ok {
+		return ctrl.Result{}, nil // deleted before its first reconcile: nothing on Harvester
 	}
 	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, hc); err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
@@ -186,7 +198,7 @@ func (r *HarvesterClusterReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		}
 	}()
 
-	s := &clusterScope{cluster: cluster, hc: hc}
+	s := &clusterScope{cluster: cluster, hc: hc, guest: guest}
 	defer func() {
 		if s.connectionFailed {
 			r.checked.Delete(hc.UID) // the next reconcile checks live, and says why on HarvesterAvailable
@@ -196,6 +208,29 @@ func (r *HarvesterClusterReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return r.reconcileDelete(ctx, s)
 	}
 	return s.withRecheck(r.reconcileNormal(ctx, s))
+}
+
+// ensureFinalizerAndMark adds the provider's finalizer and records the owner mark, in one
+// request, before anything is made on Harvester. A HarvesterCluster that has the finalizer but
+// no mark was first reconciled by a version without marks: it records the empty mark, so that
+// its objects on Harvester keep their names. changed tells that it wrote (the update's event
+// brings the next reconcile).
+func (r *HarvesterClusterReconciler) ensureFinalizerAndMark(ctx context.Context, hc *infrav1.HarvesterCluster) (changed bool, err error) {
+	_, marked := hc.Annotations[infrav1.OwnerMarkAnnotation]
+	finalized := controllerutil.ContainsFinalizer(hc, infrav1.ClusterFinalizer)
+	if marked && finalized {
+		return false, nil
+	}
+	base := hc.DeepCopy()
+	if !marked {
+		mark := harvester.NewOwnerMark(hc.UID)
+		if finalized {
+			mark = ""
+		}
+		annotations.AddAnnotations(hc, map[string]string{infrav1.OwnerMarkAnnotation: mark})
+	}
+	controllerutil.AddFinalizer(hc, infrav1.ClusterFinalizer)
+	return true, r.Client.Patch(ctx, hc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 func (r *HarvesterClusterReconciler) reconcileNormal(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
@@ -290,7 +325,7 @@ func (r *HarvesterClusterReconciler) reconcileFailureDomains(ctx context.Context
 // address, once. A user-set endpoint means no load balancer.
 func (r *HarvesterClusterReconciler) reconcileLoadBalancer(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	hc := s.hc
-	st, err := (&harvester.LoadBalancerService{C: s.client}).EnsureControlPlane(ctx, hc, s.cluster.Name, r.clock().Now())
+	st, err := (&harvester.LoadBalancerService{C: s.client}).EnsureControlPlane(ctx, hc, s.guest, r.clock().Now())
 	if err != nil {
 		return harvesterResult(ctx, err, s.report(infrav1.LoadBalancerReadyCondition))
 	}

@@ -46,9 +46,9 @@ func CloudConfigSecretName(cluster string) string { return cluster + "-harvester
 func (r *HarvesterClusterReconciler) guestIdentity(s *clusterScope) harvester.GuestIdentity {
 	return harvester.GuestIdentity{
 		Namespace:      s.hc.Spec.TargetNamespace,
-		ServiceAccount: harvester.GuestServiceAccountName(s.hc.Namespace, s.cluster.Name),
-		Labels:         harvester.ManagedLabels(s.hc.Namespace, s.cluster.Name),
-		Cluster:        harvester.ClusterID(s.hc.Namespace, s.cluster.Name),
+		ServiceAccount: s.guest.ServiceAccountName(),
+		Labels:         s.guest.Labels(),
+		Cluster:        s.guest.ID(),
 		CSI:            s.hc.Spec.Addons.CSIEnabled(),
 	}
 }

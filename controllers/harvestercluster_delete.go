@@ -74,7 +74,7 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 		return harvesterResult(ctx, err, s.report(infrav1.GuestCredentialsReadyCondition))
 	}
 	lbs := &harvester.LoadBalancerService{C: s.client}
-	remaining, deleted, err := lbs.DeleteGuest(ctx, hc, s.cluster.Name)
+	remaining, deleted, err := lbs.DeleteGuest(ctx, hc, s.guest)
 	for _, lb := range deleted {
 		r.Recorder.Eventf(hc, corev1.EventTypeNormal, "GuestLoadBalancerDeleted", "Deleted load balancer %s/%s that the guest's cloud controller manager made for Service %s/%s",
 			lb.Namespace, lb.Name, lb.Labels[harvester.LabelLBServiceNamespace], lb.Labels[harvester.LabelLBServiceName])
@@ -86,13 +86,13 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 	if err := r.deleteGuestVolumes(ctx, s); err != nil {
 		return harvesterResult(ctx, err, s.report(clusterv1.DeletingCondition))
 	}
-	gone, deletedCP, err := lbs.DeleteControlPlane(ctx, hc, s.cluster.Name)
+	gone, deletedCP, err := lbs.DeleteControlPlane(ctx, hc, s.guest)
 	if err != nil {
 		return harvesterResult(ctx, err, s.report(infrav1.LoadBalancerReadyCondition))
 	}
 	if deletedCP {
 		r.Recorder.Eventf(hc, corev1.EventTypeNormal, "LoadBalancerDeleted", "Deleted load balancer %s/%s on Harvester",
-			hc.Spec.TargetNamespace, harvester.LoadBalancerName(hc.Namespace, s.cluster.Name))
+			hc.Spec.TargetNamespace, s.guest.LoadBalancerName())
 	}
 	if !gone {
 		return ctrl.Result{}, nil // its deletion event brings us back

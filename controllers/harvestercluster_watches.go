@@ -90,9 +90,8 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 func (r *HarvesterClusterReconciler) loadBalancerToCluster(ctx context.Context, obj client.Object) []reconcile.Request {
 	if guest := obj.GetLabels()[harvester.LabelLBCluster]; guest != "" {
 		return r.clustersWhere(ctx, func(hc *infrav1.HarvesterCluster) bool {
-			name := hc.Labels[clusterv1.ClusterNameLabel]
 			return !hc.DeletionTimestamp.IsZero() && hc.Spec.TargetNamespace == obj.GetNamespace() &&
-				name != "" && harvester.LabelValue(harvester.ClusterID(hc.Namespace, name)) == guest
+				guestID(hc, harvester.LabelValue) == guest
 		})
 	}
 	id := obj.GetLabels()[harvester.LabelCluster]
@@ -100,9 +99,25 @@ func (r *HarvesterClusterReconciler) loadBalancerToCluster(ctx context.Context, 
 		return nil
 	}
 	return r.clustersWhere(ctx, func(hc *infrav1.HarvesterCluster) bool {
-		name := hc.Labels[clusterv1.ClusterNameLabel]
-		return name != "" && harvester.ClusterID(hc.Namespace, name) == id
+		return guestID(hc, nil) == id
 	})
+}
+
+// guestID is the ID of a HarvesterCluster's guest cluster, passed through form when given, or
+// "" while it is not known.
+func guestID(hc *infrav1.HarvesterCluster, form func(string) string) string {
+	name := hc.Labels[clusterv1.ClusterNameLabel]
+	if name == "" {
+		return ""
+	}
+	g, ok := harvester.GuestOf(hc, name)
+	if !ok {
+		return ""
+	}
+	if form != nil {
+		return form(g.ID())
+	}
+	return g.ID()
 }
 
 // clustersWhere returns the HarvesterClusters match holds for, read from the cache without

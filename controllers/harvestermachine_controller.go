@@ -398,7 +398,11 @@ type machineScope struct {
 	cluster *clusterv1.Cluster
 	hm      *infrav1.HarvesterMachine
 	hc      *infrav1.HarvesterCluster // nil when gone
-	client  *harvester.Client
+	// guest names the cluster on Harvester; guestKnown is false while the HarvesterCluster
+	// has not recorded its owner mark (then nothing of the cluster is on Harvester yet).
+	guest      harvester.Guest
+	guestKnown bool
+	client     *harvester.Client
 }
 
 func (s *machineScope) userKey() string {
@@ -415,6 +419,7 @@ func (r *HarvesterMachineReconciler) readHarvesterCluster(ctx context.Context, s
 		return client.IgnoreNotFound(err)
 	}
 	s.hc = hc
+	s.guest, s.guestKnown = harvester.GuestOf(hc, s.cluster.Name)
 	return nil
 }
 
@@ -436,7 +441,7 @@ func (s *machineScope) reportVM(reason, message string) {
 
 func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	hm := s.hm
-	if s.hc == nil || !ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
+	if s.hc == nil || !s.guestKnown || !ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		setVMCondition(hm, metav1.ConditionFalse, infrav1.WaitingForClusterInfrastructureReason, "waiting for the HarvesterCluster to be provisioned")
 		return ctrl.Result{}, nil
 	}
@@ -465,7 +470,7 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	vms := &harvester.VMService{C: s.client, SharedNamespaces: shared}
+	vms := &harvester.VMService{C: s.client, Guest: s.guest, SharedNamespaces: shared}
 	target := s.hc.Spec.TargetNamespace
 	vm, err := vms.Get(ctx, target, hm)
 	switch {
@@ -502,11 +507,9 @@ func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineSco
 	}
 	req := &harvester.VMRequest{
 		VMInput: harvester.VMInput{
-			Machine:          hm,
-			Namespace:        s.hc.Spec.TargetNamespace,
-			ClusterNamespace: s.cluster.Namespace,
-			ClusterName:      s.cluster.Name,
-			Role:             harvester.RoleWorker,
+			Machine:   hm,
+			Namespace: s.hc.Spec.TargetNamespace,
+			Role:      harvester.RoleWorker,
 		},
 		Bootstrap:       bootstrap.Data["value"],
 		BootstrapFormat: string(bootstrap.Data["format"]),
@@ -599,9 +602,10 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	hm := s.hm
 	setVMCondition(hm, metav1.ConditionFalse, infrav1.DeletingReason, "deleting the VM and its volumes")
-	if s.hc == nil || s.hc.Annotations[infrav1.SkipHarvesterCleanupAnnotation] == "true" {
+	if s.hc == nil || !s.guestKnown || s.hc.Annotations[infrav1.SkipHarvesterCleanupAnnotation] == "true" {
 		// Without its HarvesterCluster the machine cannot reach Harvester (the cluster's deletion
-		// runs after its machines, so that happens only when it was removed by force); with the
+		// runs after its machines, so that happens only when it was removed by force); one that
+		// has not recorded its owner mark has made nothing, nor could the machine; with the
 		// skip annotation the user asked for no cleanup.
 		ctrl.LoggerFrom(ctx).Info("removing the finalizer without cleanup on Harvester")
 		if err := r.releaseIPAddresses(ctx, hm); err != nil {
@@ -613,7 +617,7 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 	if err := r.connect(ctx, s); err != nil {
 		return r.harvesterResult(ctx, err, s.reportVM)
 	}
-	gone, deleted, err := (&harvester.VMService{C: s.client}).Delete(ctx, s.hc.Spec.TargetNamespace, hm)
+	gone, deleted, err := (&harvester.VMService{C: s.client, Guest: s.guest}).Delete(ctx, s.hc.Spec.TargetNamespace, hm)
 	if deleted {
 		r.Recorder.Eventf(hm, corev1.EventTypeNormal, "VirtualMachineDeleted", "Deleted VM %s/%s on Harvester", s.hc.Spec.TargetNamespace, harvester.VMName(hm.Name))
 	}

@@ -15,6 +15,15 @@ const (
 	// whose Harvester is gone for good. What is left on Harvester must then be removed by hand.
 	SkipHarvesterCleanupAnnotation = "harvester.infrastructure.cluster.x-k8s.io/skip-harvester-cleanup"
 
+	// OwnerMarkAnnotation holds a HarvesterCluster's owner mark: set by the provider when it
+	// first reconciles the cluster (10 hex characters, from the object's UID), before anything
+	// is made on Harvester, and part of every name and label it writes there for the cluster.
+	// Two management clusters that share a Harvester namespace thus never take each other's
+	// objects for their own, even for clusters of the same namespace and name. clusterctl move
+	// carries it; the webhook refuses to change or remove it. An empty value marks a cluster
+	// first reconciled by a version without marks, whose objects keep their names.
+	OwnerMarkAnnotation = "harvester.infrastructure.cluster.x-k8s.io/owner-mark"
+
 	// AddonsLabel, on a Cluster with the Cluster's own name as value, selects the
 	// ClusterResourceSet that installs the guest's Harvester addons (the cluster templates set
 	// it). Without it no addon reaches the guest, and the AddonsReady condition says so.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -37,7 +39,9 @@ func (w *HarvesterClusterWebhook) Default(_ context.Context, c *HarvesterCluster
 
 // ValidateCreate checks a new HarvesterCluster.
 func (w *HarvesterClusterWebhook) ValidateCreate(_ context.Context, c *HarvesterCluster) (admission.Warnings, error) {
-	return nil, invalid("HarvesterCluster", c.Name, c.Spec.validate(field.NewPath("spec")))
+	errs := c.Spec.validate(field.NewPath("spec"))
+	errs = append(errs, validateOwnerMark(nil, c)...)
+	return nil, invalid("HarvesterCluster", c.Name, errs)
 }
 
 // ValidateUpdate checks a changed HarvesterCluster, including the fields that cannot change.
@@ -46,7 +50,44 @@ func (w *HarvesterClusterWebhook) ValidateUpdate(_ context.Context, oldC, newC *
 	errs := ratchet(newC.Spec.validate(path), oldC.Spec.validate(path))
 	provisioned := ptr.Deref(oldC.Status.Initialization.Provisioned, false)
 	errs = append(errs, newC.Spec.validateImmutable(path, &oldC.Spec, provisioned)...)
+	errs = append(errs, validateOwnerMark(oldC, newC)...)
 	return nil, invalid("HarvesterCluster", newC.Name, errs)
+}
+
+var ownerMarkPattern = regexp.MustCompile(`^([0-9a-f]{10})?$`)
+
+// deleteForMoveAnnotation is clusterctl's mark of an object it deletes from the source
+// management cluster after moving it (clusterctl's API, which api/ does not import).
+const deleteForMoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
+
+// validateOwnerMark checks the owner-mark annotation (see OwnerMarkAnnotation): 10 lower-case
+// hex characters, or empty; once recorded, never changed nor removed, since it names the
+// cluster's objects on Harvester. A cluster that has the provider's finalizer but no mark was
+// first reconciled by a version without marks: only the empty mark may be recorded for it.
+// On create (old is nil) any well-formed mark is accepted, as clusterctl move brings one; the
+// source object of a move may lose it as clusterctl deletes it.
+func validateOwnerMark(old, c *HarvesterCluster) field.ErrorList {
+	path := field.NewPath("metadata", "annotations").Key(OwnerMarkAnnotation)
+	mark, marked := c.Annotations[OwnerMarkAnnotation]
+	if marked && !ownerMarkPattern.MatchString(mark) {
+		return field.ErrorList{field.Invalid(path, mark, "must be 10 lower-case hexadecimal characters, or empty")}
+	}
+	if old == nil {
+		return nil
+	}
+	oldMark, oldMarked := old.Annotations[OwnerMarkAnnotation]
+	if _, moving := c.Annotations[deleteForMoveAnnotation]; moving && !marked {
+		// clusterctl move replaces the annotations of the source's objects with its
+		// delete-for-move annotation, then deletes them: the target has the mark.
+		return nil
+	}
+	switch {
+	case oldMarked && (!marked || mark != oldMark):
+		return field.ErrorList{field.Forbidden(path, "the owner mark cannot change or be removed once recorded: it names this cluster's objects on Harvester")}
+	case !oldMarked && marked && mark != "" && slices.Contains(old.Finalizers, ClusterFinalizer):
+		return field.ErrorList{field.Forbidden(path, "this cluster was first reconciled without an owner mark: its objects on Harvester are named without one, so only the empty mark may be recorded")}
+	}
+	return nil
 }
 
 // ValidateDelete allows every deletion.

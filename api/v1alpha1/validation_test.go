@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 )
 
 func validMachineSpec() HarvesterMachineSpec {
@@ -260,4 +261,58 @@ func TestWebhookRefusesNetworkDataWithIPPools(t *testing.T) {
 	errs := s.validate(field.NewPath("spec"))
 	g.Expect(fields(errs)).To(ConsistOf("spec.networkData: Forbidden"))
 	g.Expect(errs[0].Detail).To(ContainSubstring("networks[0].addressesFromPools"))
+}
+
+// The owner mark names the cluster's objects on Harvester: once recorded it is neither changed
+// nor removed, a malformed one is refused, and a cluster that an earlier version reconciled
+// (the finalizer, no mark) may only record the empty mark, which keeps its objects' names.
+func TestWebhookKeepsTheOwnerMark(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	w := &HarvesterClusterWebhook{}
+	spec := HarvesterClusterSpec{IdentitySecret: SecretReference{Name: "identity"}, TargetNamespace: "guests"}
+	withMark := func(mark *string, finalizers ...string) *HarvesterCluster {
+		c := &HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Name: "prod", Finalizers: finalizers}, Spec: spec}
+		if mark != nil {
+			c.Annotations = map[string]string{OwnerMarkAnnotation: *mark}
+		}
+		return c
+	}
+	mark, other, empty, bad := "0123456789", "9876543210", "", "../other"
+	moving := func(mark *string) *HarvesterCluster {
+		c := withMark(mark, ClusterFinalizer)
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[clusterctlv1.DeleteForMoveAnnotation] = ""
+		return c
+	}
+
+	_, err := w.ValidateCreate(ctx, withMark(&mark))
+	g.Expect(err).NotTo(HaveOccurred(), "clusterctl move creates clusters with their mark")
+	_, err = w.ValidateCreate(ctx, withMark(&bad))
+	g.Expect(err).To(MatchError(ContainSubstring(OwnerMarkAnnotation)))
+
+	for _, tc := range []struct {
+		name     string
+		old, new *HarvesterCluster
+		refused  bool
+	}{
+		{"the manager's first mark", withMark(nil), withMark(&mark, ClusterFinalizer), false},
+		{"unchanged", withMark(&mark, ClusterFinalizer), withMark(&mark, ClusterFinalizer), false},
+		{"the empty mark of a cluster an earlier version made", withMark(nil, ClusterFinalizer), withMark(&empty, ClusterFinalizer), false},
+		{"changed", withMark(&mark, ClusterFinalizer), withMark(&other, ClusterFinalizer), true},
+		{"removed", withMark(&mark, ClusterFinalizer), withMark(nil, ClusterFinalizer), true},
+		{"the empty mark replaced", withMark(&empty, ClusterFinalizer), withMark(&mark, ClusterFinalizer), true},
+		{"a mark given to a cluster an earlier version made", withMark(nil, ClusterFinalizer), withMark(&mark, ClusterFinalizer), true},
+		{"removed by clusterctl move from the source, before deleting it", withMark(&mark, ClusterFinalizer), moving(nil), false},
+		{"changed under clusterctl's annotation", withMark(&mark, ClusterFinalizer), moving(&other), true},
+	} {
+		_, err := w.ValidateUpdate(ctx, tc.old, tc.new)
+		if tc.refused {
+			g.Expect(err).To(MatchError(ContainSubstring("metadata.annotations[" + OwnerMarkAnnotation + "]")), tc.name)
+		} else {
+			g.Expect(err).NotTo(HaveOccurred(), tc.name)
+		}
+	}
 }

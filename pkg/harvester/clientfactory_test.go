@@ -34,10 +34,10 @@ func TestKubeconfigErrorNeverEchoesContent(t *testing.T) {
 
 func TestHashedNamesAreUniqueLabels(t *testing.T) {
 	g := NewWithT(t)
-	a, b := LoadBalancerName("a-b", "c"), LoadBalancerName("a", "b-c")
+	a, b := (Guest{Namespace: "a-b", Name: "c"}).LoadBalancerName(), (Guest{Namespace: "a", Name: "b-c"}).LoadBalancerName()
 	g.Expect(a).NotTo(Equal(b))
-	g.Expect(GuestServiceAccountName("ns", "My_Cluster.1")).To(MatchRegexp(`^guest-my-cluster-1-[0-9a-f]{10}$`))
-	g.Expect(len(LoadBalancerName("ns", strings.Repeat("x", 100)))).To(BeNumerically("<=", 63))
+	g.Expect((Guest{Namespace: "ns", Name: "My_Cluster.1"}).ServiceAccountName()).To(MatchRegexp(`^guest-my-cluster-1-[0-9a-f]{10}$`))
+	g.Expect(len((Guest{Namespace: "ns", Name: strings.Repeat("x", 100), Mark: "0123456789"}).LoadBalancerName())).To(BeNumerically("<=", 63))
 }
 
 // Connections follow their users: a user that switches identity Secrets, or goes away, does not

@@ -54,10 +54,10 @@ const (
 // only this cluster in their pool selection; the guest's own credential cannot change it.
 const AnnotationGuestCluster = "harvester.infrastructure.cluster.x-k8s.io/guest-cluster"
 
-// GuestServiceAccountName is the ServiceAccount of a guest cluster's cloud provider and CSI
-// driver on Harvester, unique per management-side namespace/name.
-func GuestServiceAccountName(namespace, name string) string {
-	return hashedLabelName("guest", namespace, name)
+// ServiceAccountName is the ServiceAccount of the guest cluster's cloud provider and CSI driver
+// on Harvester, unique per guest cluster (see LoadBalancerName).
+func (g Guest) ServiceAccountName() string {
+	return hashedLabelName("guest", g.Name, g.hashKey())
 }
 
 // CSIBindingName is the ClusterRoleBinding of a guest's CSI driver to CSIClusterRole:
@@ -79,8 +79,8 @@ func LegacyCSIBindingName(targetNamespace, serviceAccount string) string {
 type GuestIdentity struct {
 	Namespace      string // target namespace
 	ServiceAccount string
-	Labels         map[string]string
-	// Cluster is the guest cluster's ClusterID, written on its ServiceAccount.
+	Labels         map[string]string // Guest.Labels
+	// Cluster is the guest cluster's ID (Guest.ID), written on its ServiceAccount.
 	Cluster string
 	CSI     bool
 }
@@ -109,6 +109,9 @@ func (s *GuestIdentityService) Ensure(ctx context.Context, g GuestIdentity) erro
 	err := c.Create(ctx, sa)
 	if apierrors.IsAlreadyExists(err) {
 		err = ensureGuestClusterAnnotation(ctx, c, sa)
+	}
+	if e, ok := AsError(err); ok {
+		return e
 	}
 	if err != nil {
 		return ClassifyError(err, "creating the guest's ServiceAccount")
@@ -160,6 +163,9 @@ func ensureGuestClusterAnnotation(ctx context.Context, c client.Client, want *co
 	if err := c.Get(ctx, client.ObjectKeyFromObject(want), sa); err != nil {
 		return err
 	}
+	if !guestOwns(sa, want.Annotations[AnnotationGuestCluster]) {
+		return nameTaken("a ServiceAccount named %s already exists in Harvester namespace %s and was not made for this cluster; it is left untouched", sa.Name, sa.Namespace)
+	}
 	if sa.Annotations[AnnotationGuestCluster] == want.Annotations[AnnotationGuestCluster] {
 		return nil
 	}
@@ -171,10 +177,24 @@ func ensureGuestClusterAnnotation(ctx context.Context, c client.Client, want *co
 	return c.Patch(ctx, sa, client.MergeFrom(base))
 }
 
-// Delete removes the guest's bindings and ServiceAccount (which revokes every
-// token issued for it). Objects already gone are fine.
+// guestOwns tells whether obj carries the provider's labels for the guest cluster of that ID.
+func guestOwns(obj metav1.Object, cluster string) bool {
+	return obj.GetLabels()[LabelManagedBy] == ManagedByValue && obj.GetLabels()[LabelCluster] == cluster
+}
+
+// Delete removes the guest's bindings and ServiceAccount (which revokes every token issued
+// for it). Objects already gone are fine; a ServiceAccount of that name that is another
+// cluster's is left alone, with the bindings named after it.
 func (s *GuestIdentityService) Delete(ctx context.Context, g GuestIdentity) error {
 	c := s.C
+	existing := &corev1.ServiceAccount{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: g.ServiceAccount}, existing)
+	switch {
+	case err == nil && !guestOwns(existing, g.Cluster):
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return ClassifyError(err, "reading the guest's ServiceAccount")
+	}
 	objs := []client.Object{
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: CSIBindingName(g.Namespace, g.ServiceAccount)}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: LegacyCSIBindingName(g.Namespace, g.ServiceAccount)}},

@@ -5,12 +5,15 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
 // A guest made by an earlier version has a ClusterRoleBinding to Harvester's CSI role (every
@@ -19,7 +22,8 @@ import (
 func TestEnsureReplacesTheClusterWideCSIBinding(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	gi := GuestIdentity{Namespace: "guests", ServiceAccount: "guest-abc", Cluster: "ns.prod", CSI: true}
+	guest := Guest{Namespace: "ns", Name: "prod"}
+	gi := GuestIdentity{Namespace: "guests", ServiceAccount: "guest-abc", Labels: guest.Labels(), Cluster: guest.ID(), CSI: true}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: gi.Namespace, Name: gi.ServiceAccount}}
 	legacy := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: LegacyCSIBindingName(gi.Namespace, gi.ServiceAccount)},
@@ -46,4 +50,30 @@ func TestEnsureReplacesTheClusterWideCSIBinding(t *testing.T) {
 	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(crb), &rbacv1.ClusterRoleBinding{}))).To(BeTrue())
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: gi.Namespace, Name: gi.ServiceAccount}, &rbacv1.RoleBinding{})).To(Succeed(),
 		"the cloud-provider binding stays")
+}
+
+// A ServiceAccount of the guest's name that another cluster's labels mark (two management
+// clusters sharing the namespace, or a hand-made one) is neither taken over nor deleted with its
+// bindings: deleting this cluster must not revoke the other's tokens.
+func TestGuestIdentityLeavesAnotherClustersServiceAccount(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ours, theirs := Guest{Namespace: "ns", Name: "prod", Mark: "0123456789"}, Guest{Namespace: "ns", Name: "prod", Mark: "9876543210"}
+	gi := GuestIdentity{Namespace: "guests", ServiceAccount: "guest-prod", Labels: ours.Labels(), Cluster: ours.ID(), CSI: true}
+	other := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: gi.Namespace, Name: gi.ServiceAccount, Labels: theirs.Labels(),
+		Annotations: map[string]string{AnnotationGuestCluster: theirs.ID()}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: gi.Namespace, Name: gi.ServiceAccount, Labels: theirs.Labels()},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: CloudProviderRole}}
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(other, binding).Build()
+	s := &GuestIdentityService{C: c}
+
+	err := s.Ensure(ctx, gi)
+	e, ok := AsError(err)
+	g.Expect(ok).To(BeTrue(), "%v", err)
+	g.Expect(e.Reason).To(Equal(infrav1.NameTakenReason))
+	g.Expect(s.Delete(ctx, gi)).To(Succeed())
+	sa := &corev1.ServiceAccount{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(other), sa)).To(Succeed(), "the other cluster's ServiceAccount stays")
+	g.Expect(sa.Annotations).To(HaveKeyWithValue(AnnotationGuestCluster, theirs.ID()), "and keeps naming the other cluster")
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(binding), &rbacv1.RoleBinding{})).To(Succeed(), "with its binding")
 }

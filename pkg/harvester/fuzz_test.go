@@ -42,19 +42,29 @@ func FuzzNames(f *testing.F) {
 		lb := once("ServiceLoadBalancerName", func() string { return ServiceLoadBalancerName(cluster, namespace, name, types.UID(uid)) })
 		expect("service load balancer", lb, validation.IsDNS1035Label(lb), 63)
 
-		cp := once("LoadBalancerName", func() string { return LoadBalancerName(namespace, name) })
-		expect("control-plane load balancer", cp, validation.IsDNS1035Label(cp), 63)
+		// Clusters of this and earlier versions: with an owner mark, and without.
+		guests := []Guest{{Namespace: namespace, Name: name}, {Namespace: namespace, Name: name, Mark: NewOwnerMark(types.UID(uid))}}
+		for _, guest := range guests {
+			cp := once("LoadBalancerName", guest.LoadBalancerName)
+			expect("control-plane load balancer", cp, validation.IsDNS1035Label(cp), 63)
 
-		sa := once("GuestServiceAccountName", func() string { return GuestServiceAccountName(namespace, name) })
-		expect("guest ServiceAccount", sa, validation.IsDNS1123Label(sa), 63)
+			sa := once("ServiceAccountName", guest.ServiceAccountName)
+			expect("guest ServiceAccount", sa, validation.IsDNS1123Label(sa), 63)
+
+			id := once("ID", guest.ID)
+			if len(validation.IsDNS1123Label(namespace)) == 0 && len(validation.IsDNS1123Subdomain(name)) == 0 {
+				expect("cluster ID", id, validation.IsValidLabelValue(id), 63)
+			}
+			if a, b := namespace+"/"+name, cluster+"/"+other; a != b && cp == (Guest{Namespace: cluster, Name: other, Mark: guest.Mark}).LoadBalancerName() {
+				t.Fatalf("clusters %s and %s share load balancer %q", a, b, cp)
+			}
+		}
+		if a, b := guests[0], guests[1]; a.ID() == b.ID() || a.LoadBalancerName() == b.LoadBalancerName() || a.ServiceAccountName() == b.ServiceAccountName() {
+			t.Fatalf("cluster %s/%s has the same names with and without an owner mark", namespace, name)
+		}
 
 		binding := once("CSIBindingName", func() string { return CSIBindingName(namespace, name) })
 		expect("CSI ClusterRoleBinding", binding, validation.IsDNS1123Subdomain(binding), 253)
-
-		id := once("ClusterID", func() string { return ClusterID(namespace, name) })
-		if len(validation.IsDNS1123Label(namespace)) == 0 && len(validation.IsDNS1123Subdomain(name)) == 0 {
-			expect("cluster ID", id, validation.IsValidLabelValue(id), 63)
-		}
 
 		value := once("LabelValue", func() string { return LabelValue(cluster) })
 		expect("label value", value, validation.IsValidLabelValue(value), 63)
@@ -67,10 +77,6 @@ func FuzzNames(f *testing.F) {
 		if machine != other && vm == VMName(other) {
 			t.Fatalf("machines %q and %q share VM name %q", machine, other, vm)
 		}
-		if a, b := namespace+"/"+name, cluster+"/"+other; a != b && cp == LoadBalancerName(cluster, other) {
-			t.Fatalf("clusters %s and %s share load balancer %q", a, b, cp)
-		}
-
 		label := once("MachineLabelValue", func() string { return MachineLabelValue(machine) })
 		expect("machine label", label, validation.IsValidLabelValue(label), 63)
 

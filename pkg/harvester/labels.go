@@ -3,10 +3,14 @@ package harvester
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
 // Labels the provider puts on what it creates on Harvester. VMs carry them on the object and on
@@ -18,8 +22,8 @@ const (
 	// ManagedByValue is LabelManagedBy's value.
 	ManagedByValue = "cluster-api-provider-harvester"
 
-	// LabelCluster identifies the guest cluster (see ClusterID): unique per management cluster
-	// even for clusters of the same name in different namespaces.
+	// LabelCluster identifies the guest cluster (see Guest.ID): unique even for clusters of the
+	// same name in different namespaces, or in different management clusters.
 	LabelCluster = "harvester.infrastructure.cluster.x-k8s.io/cluster"
 	// LabelMachine and LabelMachineNamespace name the HarvesterMachine a VM belongs to.
 	// LabelMachine holds MachineLabelValue of the machine's name: the name itself when it fits a
@@ -58,10 +62,76 @@ const (
 	AnnotationDiskNames            = "harvesterhci.io/diskNames"
 )
 
-// ClusterID is the value of LabelCluster for the CAPI cluster namespace/name: `<ns>.<name>` when
-// it fits a label value, else a shortened form with a hash, so that it stays unique.
-func ClusterID(namespace, name string) string {
-	return boundedName(namespace+"."+name, 63)
+// Guest names one guest cluster on Harvester: its CAPI cluster (namespace and name in the
+// management cluster) and the owner mark its HarvesterCluster recorded when it was first
+// reconciled (infrav1.OwnerMarkAnnotation). The mark tells apart clusters of the same namespace
+// and name in two management clusters that share a Harvester namespace: every name and label
+// the provider writes on Harvester for the cluster includes it. Clusters first reconciled
+// before marks existed have the empty mark, and keep the names they had then.
+type Guest struct {
+	Namespace, Name string
+	Mark            string
+}
+
+// GuestOf returns the guest cluster a HarvesterCluster stands for, given its CAPI cluster's
+// name. ok is false while its owner mark is not known: a HarvesterCluster without the
+// annotation and without the provider's finalizer has nothing on Harvester yet, and the
+// cluster reconciler records a mark before it makes anything. One without the annotation that
+// carries the finalizer was made by a version before marks, and has the empty mark.
+func GuestOf(hc *infrav1.HarvesterCluster, clusterName string) (g Guest, ok bool) {
+	g = Guest{Namespace: hc.Namespace, Name: clusterName}
+	if mark, found := hc.Annotations[infrav1.OwnerMarkAnnotation]; found {
+		g.Mark = mark
+		return g, true
+	}
+	return g, slices.Contains(hc.Finalizers, infrav1.ClusterFinalizer)
+}
+
+// NewOwnerMark is the owner mark of a HarvesterCluster first reconciled with this UID: 10 hex
+// characters of its hash, unique to the object and so to its management cluster. It is kept
+// in an annotation, which clusterctl move carries while the UID changes.
+func NewOwnerMark(uid types.UID) string {
+	sum := sha256.Sum256([]byte(uid))
+	return hex.EncodeToString(sum[:])[:ownerMarkLength]
+}
+
+const ownerMarkLength = 10
+
+// ID is the value of LabelCluster for the guest cluster, and its cloud provider's
+// --cluster-name: `<namespace>.<name>-<mark>` (`<namespace>.<name>` for the empty mark),
+// shortened with a hash when it does not fit a label value, so that it stays unique.
+func (g Guest) ID() string {
+	if g.Mark == "" {
+		return boundedName(g.Namespace+"."+g.Name, 63)
+	}
+	base := g.Namespace + "." + g.Name
+	if len(base) > 63-ownerMarkLength-1 {
+		// The mark alone would not tell apart two long names of one management cluster.
+		return hashedName(base+"/"+g.Mark, base, 63)
+	}
+	return base + "-" + g.Mark
+}
+
+// Labels are the labels every object of the guest cluster carries.
+func (g Guest) Labels() map[string]string {
+	return map[string]string{
+		LabelManagedBy: ManagedByValue,
+		LabelCluster:   g.ID(),
+	}
+}
+
+// Owns tells whether an object on Harvester carries the guest cluster's labels.
+func (g Guest) Owns(obj metav1.Object) bool {
+	l := obj.GetLabels()
+	return l[LabelManagedBy] == ManagedByValue && l[LabelCluster] == g.ID()
+}
+
+// hashKey is what the hashes in the guest's object names cover.
+func (g Guest) hashKey() string {
+	if g.Mark == "" {
+		return g.Namespace + "/" + g.Name
+	}
+	return g.Namespace + "/" + g.Name + "/" + g.Mark
 }
 
 // boundedName returns s if it has at most max characters, else a prefix of s and 10 hex
@@ -121,12 +191,4 @@ func MachineOf(obj metav1.Object) (namespace, name string, ok bool) {
 		name = obj.GetLabels()[LabelMachine]
 	}
 	return namespace, name, namespace != "" && name != ""
-}
-
-// ManagedLabels are the labels every object of a guest cluster carries.
-func ManagedLabels(clusterNamespace, clusterName string) map[string]string {
-	return map[string]string{
-		LabelManagedBy: ManagedByValue,
-		LabelCluster:   ClusterID(clusterNamespace, clusterName),
-	}
 }

@@ -1,11 +1,17 @@
 package harvester
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
 func TestVMNameKeepsLabelsAndHashesTheRest(t *testing.T) {
@@ -55,7 +61,9 @@ func TestLongMachineNamesReachTheVM(t *testing.T) {
 			g.Expect(validation.IsValidLabelValue(v)).To(BeEmpty(), "label %s=%q", k, v)
 		}
 	}
-	g.Expect(OwnedBy(vm.Labels, in.Machine)).To(BeTrue())
+	g.Expect(OwnedBy(vm.Labels, in.Guest, in.Machine)).To(BeTrue())
+	g.Expect(OwnedBy(vm.Labels, Guest{Namespace: in.Guest.Namespace, Name: in.Guest.Name, Mark: "0123456789"}, in.Machine)).To(BeFalse(),
+		"the same machine name in another management cluster's cluster of the same name")
 
 	ns, name, ok := MachineOf(vm)
 	g.Expect(ok).To(BeTrue())
@@ -68,4 +76,47 @@ func TestLongMachineNamesReachTheVM(t *testing.T) {
 	g.Expect(name).To(Equal("cp-abcde"))
 
 	g.Expect(cloudInitSecretOf(vm)).To(Equal(in.UserDataSecret), "the Secret is read from the VM, not derived from its name")
+}
+
+// Two management clusters may each have a cluster of the same namespace and name in one
+// Harvester namespace: their owner marks set every name and label apart, and a cluster
+// recorded before marks existed keeps the names it had.
+func TestGuestOfTellsManagementClustersApart(t *testing.T) {
+	g := NewWithT(t)
+	hc := func(uid types.UID, annotations map[string]string, finalizers ...string) *infrav1.HarvesterCluster {
+		return &infrav1.HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "prod", UID: uid,
+			Annotations: annotations, Finalizers: finalizers}}
+	}
+	_, ok := GuestOf(hc("u1", nil), "prod")
+	g.Expect(ok).To(BeFalse(), "no mark and no finalizer: not reconciled yet")
+	legacy, ok := GuestOf(hc("u1", nil, infrav1.ClusterFinalizer), "prod")
+	g.Expect(ok).To(BeTrue())
+	g.Expect(legacy.ID()).To(Equal("default.prod"))
+	g.Expect(legacy.LoadBalancerName()).To(Equal("cp-prod-" + sha10("default/prod")), "the name of earlier versions")
+	g.Expect(legacy.ServiceAccountName()).To(Equal("guest-prod-" + sha10("default/prod")))
+
+	markA, markB := NewOwnerMark("uid-in-management-a"), NewOwnerMark("uid-in-management-b")
+	g.Expect(markA).To(MatchRegexp(`^[0-9a-f]{10}$`))
+	a, _ := GuestOf(hc("u1", map[string]string{infrav1.OwnerMarkAnnotation: markA}, infrav1.ClusterFinalizer), "prod")
+	b, _ := GuestOf(hc("u2", map[string]string{infrav1.OwnerMarkAnnotation: markB}, infrav1.ClusterFinalizer), "prod")
+	for _, pair := range [][2]string{{a.ID(), b.ID()}, {a.LoadBalancerName(), b.LoadBalancerName()}, {a.ServiceAccountName(), b.ServiceAccountName()}} {
+		g.Expect(pair[0]).NotTo(Equal(pair[1]))
+	}
+	for _, guest := range []Guest{a, b} {
+		g.Expect(guest.ID()).NotTo(Equal(legacy.ID()))
+		g.Expect(guest.LoadBalancerName()).NotTo(Equal(legacy.LoadBalancerName()))
+	}
+	lb := &metav1.ObjectMeta{Labels: a.Labels()}
+	g.Expect(a.Owns(lb)).To(BeTrue())
+	g.Expect(b.Owns(lb)).To(BeFalse())
+	g.Expect(legacy.Owns(lb)).To(BeFalse())
+	// An empty recorded mark is the legacy cluster, also without the finalizer (after a move).
+	moved, ok := GuestOf(hc("u3", map[string]string{infrav1.OwnerMarkAnnotation: ""}), "prod")
+	g.Expect(ok).To(BeTrue())
+	g.Expect(moved).To(Equal(legacy))
+}
+
+func sha10(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:10]
 }

@@ -35,16 +35,16 @@ const (
 
 var notDNSLabel = regexp.MustCompile(`[^a-z0-9-]+`)
 
-// LoadBalancerName is the control-plane load balancer of the CAPI cluster namespace/name: a
-// DNS label (Harvester makes a Service of the same name) that starts with a letter and ends
-// with a hash of namespace/name, so that clusters of the same name in different namespaces
-// never collide.
-func LoadBalancerName(namespace, name string) string { return hashedLabelName("cp", namespace, name) }
+// LoadBalancerName is the guest cluster's control-plane load balancer: a DNS label (Harvester
+// makes a Service of the same name) that starts with a letter and ends with a hash of the
+// cluster's namespace, name and owner mark, so that clusters of the same name in different
+// namespaces or management clusters never collide.
+func (g Guest) LoadBalancerName() string { return hashedLabelName("cp", g.Name, g.hashKey()) }
 
 // hashedLabelName is `<prefix>-<name, made a DNS label, at most 40 characters>-<10 hex of
-// sha256(namespace/name)>`: readable, at most 57 characters, and unique per namespace/name.
-func hashedLabelName(prefix, namespace, name string) string {
-	sum := sha256.Sum256([]byte(namespace + "/" + name))
+// sha256(key)>`: readable, at most 57 characters, and unique per key.
+func hashedLabelName(prefix, name, key string) string {
+	sum := sha256.Sum256([]byte(key))
 	base := strings.Trim(notDNSLabel.ReplaceAllString(strings.ToLower(name), "-"), "-")
 	if len(base) > 40 {
 		base = strings.TrimRight(base[:40], "-")
@@ -55,18 +55,17 @@ func hashedLabelName(prefix, namespace, name string) string {
 // BuildControlPlaneLoadBalancer returns the Harvester load balancer in front of a cluster's
 // control-plane VMs: listener 6443, TCP health check, backends selected by the labels the
 // control-plane VMIs carry.
-func BuildControlPlaneLoadBalancer(hc *infrav1.HarvesterCluster, clusterName string) *lbv1.LoadBalancer {
-	id := ClusterID(hc.Namespace, clusterName)
-	labels := ManagedLabels(hc.Namespace, clusterName)
+func BuildControlPlaneLoadBalancer(hc *infrav1.HarvesterCluster, g Guest) *lbv1.LoadBalancer {
+	id := g.ID()
 	lb := &lbv1.LoadBalancer{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   hc.Spec.TargetNamespace,
-			Name:        LoadBalancerName(hc.Namespace, clusterName),
-			Labels:      labels,
+			Name:        g.LoadBalancerName(),
+			Labels:      g.Labels(),
 			Annotations: map[string]string{},
 		},
 		Spec: lbv1.LoadBalancerSpec{
-			Description:  fmt.Sprintf("control plane of Cluster API cluster %s/%s", hc.Namespace, clusterName),
+			Description:  fmt.Sprintf("control plane of Cluster API cluster %s/%s", g.Namespace, g.Name),
 			WorkloadType: lbv1.VM,
 			IPAM:         lbv1.Pool,
 			IPPool:       hc.Spec.LoadBalancer.IPPoolName,
@@ -135,9 +134,9 @@ type LoadBalancerState struct {
 
 // EnsureControlPlane makes the cluster's control-plane load balancer, unless the spec sets the
 // endpoint and none exists, and reports its state. A load balancer of that name that is not the
-// provider's is an Error NameTaken and is left untouched.
-func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, clusterName string, now time.Time) (LoadBalancerState, error) {
-	want := BuildControlPlaneLoadBalancer(hc, clusterName)
+// guest cluster's is an Error NameTaken and is left untouched.
+func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, g Guest, now time.Time) (LoadBalancerState, error) {
+	want := BuildControlPlaneLoadBalancer(hc, g)
 	lb := &lbv1.LoadBalancer{}
 	err := s.C.Cache.Get(ctx, client.ObjectKeyFromObject(want), lb)
 	if apierrors.IsNotFound(err) {
@@ -154,7 +153,7 @@ func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav
 	if err != nil {
 		return LoadBalancerState{}, ClassifyError(err, "reading the control-plane load balancer")
 	}
-	if lb.Labels[LabelManagedBy] != ManagedByValue {
+	if !g.Owns(lb) {
 		return LoadBalancerState{}, nameTaken("a load balancer named %s already exists in Harvester namespace %s and was not made for this cluster; it is left untouched", lb.Name, lb.Namespace)
 	}
 	st := LoadBalancerState{Name: lb.Name, CreatedAt: lb.CreationTimestamp.Time, Address: LoadBalancerAddress(lb)}
@@ -186,9 +185,9 @@ func isPoolExhausted(msg string) bool { return strings.HasPrefix(msg, "no IP add
 
 // DeleteControlPlane deletes the cluster's control-plane load balancer (not another's of the
 // same name). gone tells whether none is left; deleted, whether this call asked for it.
-func (s *LoadBalancerService) DeleteControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, clusterName string) (gone, deleted bool, err error) {
+func (s *LoadBalancerService) DeleteControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, g Guest) (gone, deleted bool, err error) {
 	lb := &lbv1.LoadBalancer{}
-	name := LoadBalancerName(hc.Namespace, clusterName)
+	name := g.LoadBalancerName()
 	// Live: the cache would still show it a moment after its deletion was seen.
 	err = s.C.Get(ctx, client.ObjectKey{Namespace: hc.Spec.TargetNamespace, Name: name}, lb)
 	switch {
@@ -196,7 +195,7 @@ func (s *LoadBalancerService) DeleteControlPlane(ctx context.Context, hc *infrav
 		return true, false, nil
 	case err != nil:
 		return false, false, ClassifyError(err, "reading the control-plane load balancer")
-	case lb.Labels[LabelManagedBy] != ManagedByValue:
+	case !g.Owns(lb):
 		return true, false, nil
 	case !lb.DeletionTimestamp.IsZero():
 		return false, false, nil
@@ -211,10 +210,10 @@ func (s *LoadBalancerService) DeleteControlPlane(ctx context.Context, hc *infrav
 // Services (labelled with the guest's cluster ID, from the CCM's --cluster-name), which would
 // otherwise hold their addresses after the guest is gone. left is how many are still there;
 // deleted, those this call asked Harvester to delete.
-func (s *LoadBalancerService) DeleteGuest(ctx context.Context, hc *infrav1.HarvesterCluster, clusterName string) (left int, deleted []*lbv1.LoadBalancer, err error) {
+func (s *LoadBalancerService) DeleteGuest(ctx context.Context, hc *infrav1.HarvesterCluster, g Guest) (left int, deleted []*lbv1.LoadBalancer, err error) {
 	lbs := &lbv1.LoadBalancerList{}
 	if err := s.C.Cache.List(ctx, lbs, client.InNamespace(hc.Spec.TargetNamespace), client.MatchingLabels{
-		LabelLBCluster: LabelValue(ClusterID(hc.Namespace, clusterName)),
+		LabelLBCluster: LabelValue(g.ID()),
 	}); err != nil {
 		return 0, nil, ClassifyError(err, "listing the guest's load balancers")
 	}

@@ -183,7 +183,7 @@ func TestServiceLoadBalancerNameOfOurClusterIDs(t *testing.T) {
 		sum := crc32.ChecksumIEEE([]byte(want + string(uid)))
 		g.Expect(ServiceLoadBalancerName(cluster, "default", "web", uid)).To(Equal(fmt.Sprintf("%s%08x", want, sum)), cluster)
 	}
-	g.Expect(ClusterID("capi-ns", "my-cluster")).To(Equal("capi-ns.my-cluster"), "the form of the IDs above")
+	g.Expect((Guest{Namespace: "capi-ns", Name: "my-cluster"}).ID()).To(Equal("capi-ns.my-cluster"), "the form of the IDs above")
 }
 
 func TestPrimaryServiceLabelValue(t *testing.T) {

@@ -34,11 +34,10 @@ type Image struct {
 
 // VMInput is everything a machine's VM is made of.
 type VMInput struct {
-	Machine          *infrav1.HarvesterMachine
-	Namespace        string // the target namespace on Harvester
-	ClusterNamespace string
-	ClusterName      string
-	Role             string // RoleControlPlane or RoleWorker
+	Machine   *infrav1.HarvesterMachine
+	Namespace string // the target namespace on Harvester
+	Guest     Guest  // the machine's guest cluster (VMService.Create sets its own)
+	Role      string // RoleControlPlane or RoleWorker
 	// FailureDomain and its topology key (LabelZone or LabelHostname); empty for none.
 	FailureDomain    string
 	FailureDomainKey string
@@ -64,7 +63,7 @@ func ResolveRef(ref, defaultNamespace string) (string, string) {
 
 // MachineLabels are the labels of a machine's VM and VMI.
 func MachineLabels(in *VMInput) map[string]string {
-	labels := ManagedLabels(in.ClusterNamespace, in.ClusterName)
+	labels := in.Guest.Labels()
 	labels[LabelMachine] = MachineLabelValue(in.Machine.Name)
 	labels[LabelMachineNamespace] = in.Machine.Namespace
 	labels[LabelRole] = in.Role
@@ -380,9 +379,12 @@ func gpus(devices []infrav1.HostDevice) []kubevirtv1.GPU {
 	return out
 }
 
-// OwnedBy tells whether a Harvester object carries the labels of a given HarvesterMachine.
-func OwnedBy(labels map[string]string, m *infrav1.HarvesterMachine) bool {
-	return labels[LabelManagedBy] == ManagedByValue && labels[LabelMachine] == MachineLabelValue(m.Name) && labels[LabelMachineNamespace] == m.Namespace
+// OwnedBy tells whether a Harvester object carries the labels of a given HarvesterMachine of
+// a given guest cluster. The cluster counts: two management clusters that share a Harvester
+// namespace may each have a machine of the same namespace and name.
+func OwnedBy(labels map[string]string, g Guest, m *infrav1.HarvesterMachine) bool {
+	return labels[LabelManagedBy] == ManagedByValue && labels[LabelCluster] == g.ID() &&
+		labels[LabelMachine] == MachineLabelValue(m.Name) && labels[LabelMachineNamespace] == m.Namespace
 }
 
 // ClaimNamesOf reads the PVC names of a VM's volumeClaimTemplates annotation.

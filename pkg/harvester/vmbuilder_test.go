@@ -29,7 +29,7 @@ func testInput() *VMInput {
 		},
 	}
 	return &VMInput{
-		Machine: m, Namespace: "guests", ClusterNamespace: "default", ClusterName: "demo", Role: RoleControlPlane,
+		Machine: m, Namespace: "guests", Guest: Guest{Namespace: "default", Name: "demo"}, Role: RoleControlPlane,
 		Images:         map[string]Image{"ubuntu": {Namespace: "guests", Name: "ubuntu", StorageClassName: "longhorn-ubuntu"}},
 		KeyPairs:       []string{"guests/ops"},
 		UserDataSecret: "cp-abcde-cloudinit", NetworkDataSecret: "cp-abcde-cloudinit",
@@ -113,12 +113,17 @@ func TestAffinityForFailureDomains(t *testing.T) {
 
 func TestClusterIDStaysUniqueAndShort(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(ClusterID("ns", "name")).To(Equal("ns.name"))
+	g.Expect((Guest{Namespace: "ns", Name: "name"}).ID()).To(Equal("ns.name"), "clusters from before owner marks keep their IDs")
+	g.Expect((Guest{Namespace: "ns", Name: "name", Mark: "0123456789"}).ID()).To(Equal("ns.name-0123456789"))
 	long := strings.Repeat("a", 60)
-	id1, id2 := ClusterID(long, "cluster-1"), ClusterID(long, "cluster-2")
-	g.Expect(len(id1)).To(BeNumerically("<=", 63))
-	g.Expect(id1).NotTo(Equal(id2))
-	g.Expect(id1).To(MatchRegexp(`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`))
+	for _, mark := range []string{"", "0123456789"} {
+		id1, id2 := (Guest{Namespace: long, Name: "cluster-1", Mark: mark}).ID(), (Guest{Namespace: long, Name: "cluster-2", Mark: mark}).ID()
+		g.Expect(len(id1)).To(BeNumerically("<=", 63))
+		g.Expect(id1).NotTo(Equal(id2))
+		g.Expect(id1).To(MatchRegexp(`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`))
+	}
+	g.Expect((Guest{Namespace: long, Name: "c", Mark: "0123456789"}).ID()).NotTo(Equal((Guest{Namespace: long, Name: "c", Mark: "9876543210"}).ID()),
+		"two management clusters' clusters of one long name")
 }
 
 func TestBuildVMWithDevicesCPUModelAndManagementNIC(t *testing.T) {

@@ -26,6 +26,9 @@ func CloudInitSecretName(machine string) string { return boundedName(machine+"-c
 // management side.
 type VMService struct {
 	C *Client
+	// Guest is the machines' guest cluster: a VM, Secret or volume of a machine's name that
+	// is not labelled as this cluster's is another's.
+	Guest Guest
 	// SharedNamespaces, when not nil, are the only Harvester namespaces besides the machine's
 	// own whose images, key pairs and networks a machine may name (a HarvesterClusterIdentity's
 	// sharedNamespaces): the identity's reads reach further than the tenant should.
@@ -69,7 +72,7 @@ func (s *VMService) Get(ctx context.Context, namespace string, m *infrav1.Harves
 		}
 		return nil, ClassifyError(err, "reading VM "+key.String())
 	}
-	if !OwnedBy(vm.Labels, m) {
+	if !OwnedBy(vm.Labels, s.Guest, m) {
 		return nil, nameTaken("a VM named %s already exists in Harvester namespace %s and was not made for this machine; it is left untouched", vm.Name, vm.Namespace)
 	}
 	return vm, nil
@@ -79,6 +82,7 @@ func (s *VMService) Get(ctx context.Context, namespace string, m *infrav1.Harves
 // created is false when a VM of that name appeared meanwhile (look at it again).
 func (s *VMService) Create(ctx context.Context, req *VMRequest) (vm *kubevirtv1.VirtualMachine, created bool, err error) {
 	in := req.VMInput
+	in.Guest = s.Guest
 	resolved, err := s.resolveReferences(ctx, &in.Machine.Spec, in.Namespace)
 	if err != nil {
 		return nil, false, err
@@ -290,7 +294,7 @@ func (s *VMService) ensureCloudInit(ctx context.Context, in *VMInput, userData, 
 	case err != nil:
 		return ClassifyError(err, fmt.Sprintf("reading cloud-init Secret %s/%s", in.Namespace, name))
 	}
-	if !OwnedBy(existing.Labels, in.Machine) {
+	if !OwnedBy(existing.Labels, s.Guest, in.Machine) {
 		return nameTaken("Secret %s/%s exists on Harvester and was not made for this machine", in.Namespace, name)
 	}
 	if equalData(existing.Data, data) {
@@ -356,7 +360,7 @@ func (s *VMService) cleanup(ctx context.Context, m *infrav1.HarvesterMachine, na
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: CloudInitSecretName(m.Name)}}
 	existing := &corev1.Secret{}
 	if err := s.C.Get(ctx, client.ObjectKeyFromObject(secret), existing); err == nil {
-		if OwnedBy(existing.Labels, m) {
+		if OwnedBy(existing.Labels, s.Guest, m) {
 			if err := s.C.Delete(ctx, existing); client.IgnoreNotFound(err) != nil {
 				return false, ClassifyError(err, fmt.Sprintf("deleting cloud-init Secret %s/%s", namespace, secret.Name))
 			}
@@ -368,7 +372,7 @@ func (s *VMService) cleanup(ctx context.Context, m *infrav1.HarvesterMachine, na
 	// From the cache: the machine's VM is gone, so no volume of it appears any more, and each
 	// deletion's event brings the machine back here.
 	if err := s.C.Cache.List(ctx, pvcs, client.InNamespace(namespace), client.MatchingLabels{
-		LabelManagedBy: ManagedByValue, LabelMachine: MachineLabelValue(m.Name), LabelMachineNamespace: m.Namespace,
+		LabelManagedBy: ManagedByValue, LabelCluster: s.Guest.ID(), LabelMachine: MachineLabelValue(m.Name), LabelMachineNamespace: m.Namespace,
 	}); err != nil {
 		return false, ClassifyError(err, "listing the machine's volumes")
 	}

@@ -3,6 +3,7 @@ package bed
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 
@@ -46,6 +47,17 @@ func (b *Bed) AddManagement(ctx context.Context, o ProviderOptions) (*Management
 	// The node agent finds the bootstrap data of the machines this cluster manages.
 	b.Nodes.AddManagement(env.Client)
 	return m, nil
+}
+
+// StopManagement stops a management cluster AddManagement started, before the bed's end: its
+// Clusters are deleted first, while its provider still runs.
+func (b *Bed) StopManagement(ctx context.Context, m *Management) error {
+	b.mu.Lock()
+	b.managements = slices.DeleteFunc(b.managements, func(o *Management) bool { return o == m })
+	b.mu.Unlock()
+	err := m.stop(ctx)
+	b.Nodes.RemoveManagement(m.Env.Client)
+	return err
 }
 
 // stop deletes the management cluster's Clusters (while its provider still runs, so that their

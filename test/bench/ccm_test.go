@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
@@ -31,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	harvestercloud "github.com/seed-0a7eb009/cluster-api-provider-harvester/cloudprovider"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
@@ -66,7 +68,10 @@ func runCCM(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, ser
 	if err != nil {
 		return nil, err
 	}
-	clusterName := harvester.ClusterID(ns, name)
+	clusterName, err := guestClusterID(ctx, tb, ns, name)
+	if err != nil {
+		return nil, err
+	}
 	cloud, err := guestCloud(ctx, tb, ns, name, clusterName)
 	if err != nil {
 		return nil, err
@@ -253,4 +258,20 @@ func ccmGuestClient(ctx context.Context, admin client.Client, cfg *rest.Config, 
 	ccm := rest.AnonymousClientConfig(cfg)
 	ccm.BearerToken = token.Status.Token
 	return kubernetes.NewForConfig(ccm)
+}
+
+// guestClusterID waits for the HarvesterCluster ns/name to record its owner mark, and returns
+// its guest cluster's ID (the CCM's --cluster-name).
+func guestClusterID(ctx context.Context, tb *bed.Bed, ns, name string) (string, error) {
+	var id string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		hc := &infrav1.HarvesterCluster{}
+		if err := tb.Management.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hc); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		g, ok := harvester.GuestOf(hc, name)
+		id = g.ID()
+		return ok, nil
+	})
+	return id, err
 }

@@ -45,7 +45,7 @@ var _ = Describe("addons", func() {
 		}).Should(Succeed())
 		ccm := deployment.Spec.Template.Spec
 		Expect(ccm.HostNetwork).To(BeTrue())
-		Expect(ccm.Containers[0].Args).To(ContainElement("--cluster-name=" + harvester.ClusterID(tc.Namespace, tc.Name)))
+		Expect(ccm.Containers[0].Args).To(ContainElement("--cluster-name=" + tc.guest().ID()))
 		Expect(ccm.Containers[0].VolumeMounts[0].SubPath).To(BeEmpty(), "a renewed token must reach the running process")
 		Expect(ccm.Tolerations).To(ContainElement(HaveField("Key", "node.cloudprovider.kubernetes.io/uninitialized")))
 

@@ -88,7 +88,7 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 
 	BeforeAll(func() {
 		tc = newTestCluster("ccmlb", "ccmlb")
-		clusterName = harvester.ClusterID(tc.Namespace, tc.Name)
+		clusterName = tc.guest().ID()
 		cloud = guestCloud(tc, harvestercloud.Options{ClusterName: clusterName})
 		guestAdmin = tc.Guest.Env.Client
 		ccmClient = ccmGuestClient(tc)

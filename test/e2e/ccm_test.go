@@ -63,7 +63,7 @@ var _ = Describe("cloud provider InstancesV2", func() {
 		_, err := harvestercloud.New(bytes.NewReader(nil), harvestercloud.Options{})
 		Expect(err).To(MatchError(ContainSubstring("--cluster-name")))
 
-		cloud := guestCloud(tc, harvestercloud.Options{ClusterName: harvester.ClusterID(tc.Namespace, tc.Name)})
+		cloud := guestCloud(tc, harvestercloud.Options{ClusterName: tc.guest().ID()})
 		Expect(cloud.Namespace()).To(Equal(tc.Target))
 		instances, ok := cloud.InstancesV2()
 		Expect(ok).To(BeTrue())
@@ -124,7 +124,7 @@ var _ = Describe("cloud provider topology sync", func() {
 			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
 		}).Should(Succeed())
 
-		cloud := guestCloud(tc, harvestercloud.Options{ClusterName: harvester.ClusterID(tc.Namespace, tc.Name)})
+		cloud := guestCloud(tc, harvestercloud.Options{ClusterName: tc.guest().ID()})
 		guest, err := kubernetes.NewForConfig(tc.Guest.Env.Config)
 		Expect(err).NotTo(HaveOccurred())
 		syncCtx, stop := context.WithCancel(ctx)

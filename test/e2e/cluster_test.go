@@ -36,7 +36,7 @@ var _ = Describe("HarvesterCluster", func() {
 		hc := tc.HarvesterCluster
 		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)).To(Succeed())
 
-		lbName := harvester.LoadBalancerName(tc.Namespace, tc.Name)
+		lbName := tc.guest().LoadBalancerName()
 		lb := &lbv1.LoadBalancer{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: lbName}, lb)).To(Succeed())
 		Expect(hc.Spec.ControlPlaneEndpoint).To(Equal(clusterv1.APIEndpoint{Host: lb.Status.AllocatedAddress.IP, Port: 6443}))
@@ -117,8 +117,8 @@ var _ = Describe("HarvesterCluster", func() {
 			}
 		}
 		// As the guest's CCM labels them: its --cluster-name is the cluster's ID.
-		ours := guestLB("svc-ours", harvester.ClusterID(tc.Namespace, tc.Name))
-		other := guestLB("svc-other", harvester.ClusterID("elsewhere", tc.Name))
+		ours := guestLB("svc-ours", tc.guest().ID())
+		other := guestLB("svc-other", harvester.Guest{Namespace: "elsewhere", Name: tc.Name}.ID())
 		Expect(harvesterClient().Create(ctx, ours)).To(Succeed())
 		Expect(harvesterClient().Create(ctx, other)).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -168,12 +168,12 @@ var _ = Describe("HarvesterCluster", func() {
 		// Both in one Harvester namespace: the harder case.
 		a := newTestCluster("twin-a", "twin", "h-twins")
 		b := newTestCluster("twin-b", "twin", "h-twins")
-		Expect(harvester.LoadBalancerName(a.Namespace, a.Name)).NotTo(Equal(harvester.LoadBalancerName(b.Namespace, b.Name)))
+		Expect(a.guest().LoadBalancerName()).NotTo(Equal(b.guest().LoadBalancerName()))
 		Expect(a.HarvesterCluster.Spec.ControlPlaneEndpoint.Host).NotTo(Equal(b.HarvesterCluster.Spec.ControlPlaneEndpoint.Host))
 
 		deleteCluster(a)
 		lb := &lbv1.LoadBalancer{}
-		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: b.Target, Name: harvester.LoadBalancerName(b.Namespace, b.Name)}, lb)).To(Succeed())
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: b.Target, Name: b.guest().LoadBalancerName()}, lb)).To(Succeed())
 		Expect(lb.DeletionTimestamp).To(BeNil())
 		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(b.HarvesterCluster), b.HarvesterCluster)).To(Succeed())
 		Expect(conditions.IsTrue(b.HarvesterCluster, clusterv1.ReadyCondition)).To(BeTrue())

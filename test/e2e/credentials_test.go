@@ -68,7 +68,7 @@ var _ = Describe("guest credentials", func() {
 		Eventually(func(g Gomega) { kubeconfig, token, issued = guestCredential(g, tc) }).Should(Succeed())
 		Expect(token).NotTo(BeEmpty())
 
-		sa := harvester.GuestServiceAccountName(tc.Namespace, tc.Name)
+		sa := tc.guest().ServiceAccountName()
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: sa}, &corev1.ServiceAccount{})).To(Succeed())
 		rb := &rbacv1.RoleBinding{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: sa}, rb)).To(Succeed())
@@ -85,7 +85,7 @@ var _ = Describe("guest credentials", func() {
 		Expect(c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(tc.Target))).To(Succeed())
 		Expect(c.List(ctx, &kubevirtv1.VirtualMachineInstanceList{}, client.InNamespace(tc.Target))).To(Succeed())
 		lb := &lbv1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: "guest-svc",
-			Annotations: map[string]string{harvestersim.AnnotationLBCluster: harvester.ClusterID(tc.Namespace, tc.Name)}},
+			Annotations: map[string]string{harvestersim.AnnotationLBCluster: tc.guest().ID()}},
 			Spec: lbv1.LoadBalancerSpec{WorkloadType: lbv1.Cluster, IPAM: lbv1.DHCP}}
 		Expect(c.Create(ctx, lb)).To(Succeed())
 		Expect(c.Delete(ctx, lb)).To(Succeed())

@@ -29,7 +29,7 @@ var _ = Describe("Deletion of a cluster with guest load balancers", func() {
 		}
 		// As the guest's CCM makes it; a finalizer keeps it while "Harvester releases its
 		// address", which the test decides.
-		lb := harvester.BuildServiceLoadBalancer(tc.Target, harvester.ClusterID(tc.Namespace, tc.Name), svc, lbv1.Pool)
+		lb := harvester.BuildServiceLoadBalancer(tc.Target, tc.guest().ID(), svc, lbv1.Pool)
 		lb.Finalizers = []string{held}
 		Expect(harvesterClient().Create(ctx, lb)).To(Succeed())
 

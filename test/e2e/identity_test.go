@@ -122,7 +122,7 @@ var _ = Describe("A guest cluster's Harvester credential", func() {
 		var token string
 		Eventually(func(g Gomega) { kubeconfig, token, _ = guestCredential(g, tc) }).Should(Succeed())
 		c := guestClient(kubeconfig, token)
-		own := harvester.ClusterID(tc.Namespace, tc.Name)
+		own := tc.guest().ID()
 
 		By("a pool scoped to another tenant's guest cluster, in every namespace")
 		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
@@ -291,8 +291,10 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 				},
 			}
 		}
-		own := vm("own", harvester.ClusterID(tc.Namespace, tc.Name))
-		theirs := vm("theirs", harvester.ClusterID("someone-else", "prod"))
+		own := vm("own", tc.guest().ID())
+		// Another management cluster's cluster of the same namespace and name: only the owner mark
+		// differs.
+		theirs := vm("theirs", harvester.Guest{Namespace: tc.Namespace, Name: tc.Name, Mark: "0000000000"}.ID())
 		for _, v := range []*kubevirtv1.VirtualMachine{own, theirs} {
 			Expect(harvesterClient().Create(ctx, v)).To(Succeed())
 			DeferCleanup(func() { Expect(client.IgnoreNotFound(harvesterClient().Delete(ctx, v))).To(Succeed()) })
@@ -337,7 +339,7 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 		}
 
 		By("refusing a VM of another namespace, which the guest cannot even read (RBAC)")
-		elsewhere := vm("elsewhere", harvester.ClusterID("someone-else", "prod"))
+		elsewhere := vm("elsewhere", harvester.Guest{Namespace: "someone-else", Name: "prod"}.ID())
 		elsewhere.Namespace = "default"
 		Expect(harvesterClient().Create(ctx, elsewhere)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(harvesterClient().Delete(ctx, elsewhere))).To(Succeed()) })

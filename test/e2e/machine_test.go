@@ -45,7 +45,7 @@ var _ = Describe("HarvesterMachine", func() {
 			vm := &kubevirtv1.VirtualMachine{}
 			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: hm.Name}, vm)).To(Succeed())
 			Expect(hm.Spec.ProviderID).To(Equal("harvester://" + string(vm.UID)))
-			Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelCluster, harvester.ClusterID(tc.Namespace, tc.Name)))
+			Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelCluster, tc.guest().ID()))
 			Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelRole, harvester.RoleWorker))
 			tmpl := vm.Spec.Template
 			Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(harvester.LabelMachine, hm.Name))
@@ -102,11 +102,11 @@ var _ = Describe("HarvesterMachine", func() {
 		Eventually(func(g Gomega) {
 			vms := &kubevirtv1.VirtualMachineList{}
 			g.Expect(harvesterClient().List(ctx, vms, client.InNamespace(tc.Target),
-				client.MatchingLabels{harvester.LabelCluster: harvester.ClusterID(tc.Namespace, tc.Name)})).To(Succeed())
+				client.MatchingLabels{harvester.LabelCluster: tc.guest().ID()})).To(Succeed())
 			g.Expect(vms.Items).To(HaveLen(1))
 			pvcs := &corev1.PersistentVolumeClaimList{}
 			g.Expect(harvesterClient().List(ctx, pvcs, client.InNamespace(tc.Target),
-				client.MatchingLabels{harvester.LabelCluster: harvester.ClusterID(tc.Namespace, tc.Name)})).To(Succeed())
+				client.MatchingLabels{harvester.LabelCluster: tc.guest().ID()})).To(Succeed())
 			g.Expect(pvcs.Items).To(HaveLen(2), "the remaining machine's two volumes")
 		}).Should(Succeed())
 
@@ -126,7 +126,7 @@ var _ = Describe("HarvesterMachine", func() {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
 			g.Expect(conditions.IsTrue(tc.Cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
 			lb := &lbv1.LoadBalancer{}
-			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.LoadBalancerName(tc.Namespace, tc.Name)}, lb)).To(Succeed())
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: tc.guest().LoadBalancerName()}, lb)).To(Succeed())
 			g.Expect(lb.Status.BackendServers).To(HaveLen(1))
 		}).Should(Succeed())
 		vm := &kubevirtv1.VirtualMachine{}

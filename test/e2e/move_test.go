@@ -177,6 +177,9 @@ var _ = Describe("clusterctl move", func() {
 			g.Expect(hc.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%v", hc.Status.Conditions)
 			g.Expect(conditions.IsTrue(hc, clusterv1.ReadyCondition)).To(BeTrue(), "%v", hc.Status.Conditions)
 			g.Expect(hc.Spec.ControlPlaneEndpoint).To(Equal(tc.HarvesterCluster.Spec.ControlPlaneEndpoint))
+			// Its UID is new; the owner mark, which names its objects on Harvester, is not.
+			g.Expect(hc.UID).NotTo(Equal(tc.HarvesterCluster.UID))
+			g.Expect(hc.Annotations).To(HaveKeyWithValue(infrav1.OwnerMarkAnnotation, tc.guest().Mark))
 			hms := &infrav1.HarvesterMachineList{}
 			g.Expect(to.List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
 			g.Expect(hms.Items).To(HaveLen(2))

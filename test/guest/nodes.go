@@ -126,6 +126,13 @@ func (a *NodeAgent) AddManagement(c client.Client) {
 	a.wakeLocked()
 }
 
+// RemoveManagement stops looking for bootstrap data in a management cluster.
+func (a *NodeAgent) RemoveManagement(c client.Client) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.managements = slices.DeleteFunc(a.managements, func(m client.Client) bool { return m == c })
+}
+
 // bootstrapSecrets lists the Secrets of every management cluster that match opts.
 func (a *NodeAgent) bootstrapSecrets(ctx context.Context, opts ...client.ListOption) ([]corev1.Secret, error) {
 	a.mu.Lock()
