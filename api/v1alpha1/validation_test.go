@@ -310,7 +310,7 @@ func TestWebhookKeepsTheOwnerMark(t *testing.T) {
 	} {
 		_, err := w.ValidateUpdate(ctx, tc.old, tc.new)
 		if tc.refused {
-			g.Expect(err).To(MatchError(ContainSubstring("metadata.annotations[" + OwnerMarkAnnotation + "]")), tc.name)
+			g.Expect(err).To(MatchError(ContainSubstring("metadata.annotations["+OwnerMarkAnnotation+"]")), tc.name)
 		} else {
 			g.Expect(err).NotTo(HaveOccurred(), tc.name)
 		}

@@ -92,7 +92,7 @@ func TestGuestOfTellsManagementClustersApart(t *testing.T) {
 	legacy, ok := GuestOf(hc("u1", nil, infrav1.ClusterFinalizer), "prod")
 	g.Expect(ok).To(BeTrue())
 	g.Expect(legacy.ID()).To(Equal("default.prod"))
-	g.Expect(legacy.LoadBalancerName()).To(Equal("cp-prod-" + sha10("default/prod")), "the name of earlier versions")
+	g.Expect(legacy.LoadBalancerName()).To(Equal("cp-prod-"+sha10("default/prod")), "the name of earlier versions")
 	g.Expect(legacy.ServiceAccountName()).To(Equal("guest-prod-" + sha10("default/prod")))
 
 	markA, markB := NewOwnerMark("uid-in-management-a"), NewOwnerMark("uid-in-management-b")
