@@ -20,8 +20,9 @@ const (
 	// is made on Harvester, and part of every name and label it writes there for the cluster.
 	// Two management clusters that share a Harvester namespace thus never take each other's
 	// objects for their own, even for clusters of the same namespace and name. clusterctl move
-	// carries it; the webhook refuses to change or remove it. An empty value marks a cluster
-	// first reconciled by a version without marks, whose objects keep their names.
+	// carries it; the webhooks keep it through updates that leave it out and refuse to change it.
+	// An empty value marks a cluster first reconciled by a version without marks, whose objects
+	// keep their names.
 	OwnerMarkAnnotation = "harvester.infrastructure.cluster.x-k8s.io/owner-mark"
 
 	// AddonsLabel, on a Cluster with the Cluster's own name as value, selects the

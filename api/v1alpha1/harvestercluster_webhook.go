@@ -2,12 +2,14 @@ package v1alpha1
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -31,10 +33,34 @@ func (w *HarvesterClusterWebhook) SetupWebhookWithManager(mgr ctrl.Manager) erro
 	return ctrl.NewWebhookManagedBy(mgr, &HarvesterCluster{}).WithDefaulter(w).WithValidator(w).Complete()
 }
 
-// Default fills in the defaults of a HarvesterCluster.
-func (w *HarvesterClusterWebhook) Default(_ context.Context, c *HarvesterCluster) error {
+// Default fills in the defaults of a HarvesterCluster, and keeps its owner mark through an
+// update that leaves the annotation out (`kubectl replace`, a GitOps tool that writes the whole
+// object, clusterctl move's annotation patch): the mark names the cluster's objects on Harvester.
+func (w *HarvesterClusterWebhook) Default(ctx context.Context, c *HarvesterCluster) error {
 	c.Spec.Default()
+	keepOwnerMark(ctx, c)
 	return nil
+}
+
+// keepOwnerMark copies the old object's owner mark onto an update that has none.
+func keepOwnerMark(ctx context.Context, c *HarvesterCluster) {
+	if _, marked := c.Annotations[OwnerMarkAnnotation]; marked {
+		return
+	}
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil || req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 {
+		return
+	}
+	old := &HarvesterCluster{}
+	if json.Unmarshal(req.OldObject.Raw, old) != nil {
+		return
+	}
+	if mark, ok := old.Annotations[OwnerMarkAnnotation]; ok {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[OwnerMarkAnnotation] = mark
+	}
 }
 
 // ValidateCreate checks a new HarvesterCluster.

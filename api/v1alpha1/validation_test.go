@@ -6,6 +6,7 @@ package v1alpha1
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,11 +14,14 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/format"
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
 func validMachineSpec() HarvesterMachineSpec {
@@ -315,4 +319,26 @@ func TestWebhookKeepsTheOwnerMark(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred(), tc.name)
 		}
 	}
+}
+
+// An update that leaves the annotation out (kubectl replace, a tool writing the whole object,
+// clusterctl move's patch of the source's annotations) keeps the mark: the defaulting webhook
+// copies it from the old object, so the validating one has nothing to refuse.
+func TestDefaultingKeepsTheOwnerMark(t *testing.T) {
+	g := NewWithT(t)
+	old := &HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Name: "prod", Annotations: map[string]string{OwnerMarkAnnotation: "0123456789"}}}
+	old.Spec.Default()
+	raw, err := json.Marshal(old)
+	g.Expect(err).NotTo(HaveOccurred())
+	update := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Update, OldObject: runtime.RawExtension{Raw: raw}}}
+	replaced := &HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Name: "prod", Annotations: map[string]string{"team": "a"}}}
+	g.Expect((&HarvesterClusterWebhook{}).Default(admission.NewContextWithRequest(context.Background(), update), replaced)).To(Succeed())
+	g.Expect(replaced.Annotations).To(HaveKeyWithValue(OwnerMarkAnnotation, "0123456789"))
+	g.Expect(replaced.Annotations).To(HaveKeyWithValue("team", "a"))
+	_, err = (&HarvesterClusterWebhook{}).ValidateUpdate(context.Background(), old, replaced)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	changed := &HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Name: "prod", Annotations: map[string]string{OwnerMarkAnnotation: "9876543210"}}}
+	g.Expect((&HarvesterClusterWebhook{}).Default(admission.NewContextWithRequest(context.Background(), update), changed)).To(Succeed())
+	g.Expect(changed.Annotations).To(HaveKeyWithValue(OwnerMarkAnnotation, "9876543210"), "a change is left for the validating webhook to refuse")
 }
