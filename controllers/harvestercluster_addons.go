@@ -39,7 +39,7 @@ func CSISecretName(cluster string) string { return cluster + "-harvester-csi" }
 func (r *HarvesterClusterReconciler) reconcileAddons(ctx context.Context, s *clusterScope) error {
 	hc, cluster := s.hc, s.cluster
 	if !hc.Spec.Addons.CloudProviderEnabled() && !hc.Spec.Addons.CSIEnabled() {
-		setClusterCondition(hc, infrav1.AddonsReadyCondition, metav1.ConditionTrue, infrav1.AddonsDisabledReason, "spec.addons turns every addon off")
+		setClusterCondition(hc, infrav1.AddonsReadyCondition, metav1.ConditionTrue, infrav1.AddonsDisabledReason, "spec.addons turns every addon off; "+noCloudProviderMessage)
 		return nil
 	}
 	resources := []addonsv1.ResourceRef{{Kind: "Secret", Name: CloudConfigSecretName(cluster.Name)}}
@@ -89,9 +89,19 @@ func (r *HarvesterClusterReconciler) reconcileAddons(ctx context.Context, s *clu
 			fmt.Sprintf("label the Cluster %s=%s so that its ClusterResourceSet %s installs the Harvester addons", infrav1.AddonsLabel, cluster.Name, crs.Name))
 		return nil
 	}
-	setClusterCondition(hc, infrav1.AddonsReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason, "")
+	message := ""
+	if !hc.Spec.Addons.CloudProviderEnabled() {
+		message = noCloudProviderMessage
+	}
+	setClusterCondition(hc, infrav1.AddonsReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason, message)
 	return nil
 }
+
+// noCloudProviderMessage says what a guest without our cloud controller manager needs: the
+// templates' kubelets run with --cloud-provider=external (so that a cloud controller can give
+// each Node the providerID CAPI matches it to its Machine by), and without one the Nodes stay
+// tainted and unmatched.
+const noCloudProviderMessage = "no cloud controller manager is installed (spec.addons.cloudProvider is false): install one that sets each Node's providerID to harvester://<VM UID> (the upstream Harvester cloud provider does), or CAPI never matches the Nodes to their Machines and they keep the uninitialized taint"
 
 // ensureResourceSetSecret writes a Secret a ClusterResourceSet applies, owned by the
 // HarvesterCluster.

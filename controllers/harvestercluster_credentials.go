@@ -161,11 +161,11 @@ func (r *HarvesterClusterReconciler) reconcileCredentials(ctx context.Context, s
 	return ctrl.Result{RequeueAfter: granted * 2 / 3}, nil
 }
 
-// guestEndpoint is Harvester's API as the guest reaches it: the spec's when set; the identity's
+// guestEndpoint is Harvester's API as the guest reaches it: the spec's when its server is set; the identity's
 // server when it is Harvester itself; an error when the identity goes through a Rancher proxy,
 // where a Harvester token is not valid.
 func guestEndpoint(hc *infrav1.HarvesterCluster, identityServer string, identityCA []byte) (string, []byte, error) {
-	if api := hc.Spec.GuestHarvesterAPI; api != nil {
+	if api := hc.Spec.GuestHarvesterAPI; api != nil && api.Server != "" {
 		return api.Server, api.CABundle, nil
 	}
 	if harvester.IsRancherProxy(identityServer) {

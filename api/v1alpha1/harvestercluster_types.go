@@ -89,7 +89,8 @@ type HarvesterClusterSpec struct {
 
 	// guestHarvesterAPI is the Harvester API endpoint the guest cluster's cloud provider and CSI
 	// driver use. Needed when the identity's server is a Rancher proxy URL, because a Harvester
-	// token is not valid there; when empty, the identity's own server and CA are used.
+	// token is not valid there; when unset or its server is empty, the identity's own server and
+	// CA are used.
 	// +optional
 	GuestHarvesterAPI *HarvesterAPIEndpoint `json:"guestHarvesterAPI,omitempty"`
 }
@@ -156,11 +157,12 @@ type AddonsSpec struct {
 
 // HarvesterAPIEndpoint is a Harvester API server as seen from the guest cluster.
 type HarvesterAPIEndpoint struct {
-	// server is the https URL of Harvester's API, usually `https://<harvester-vip>:6443`.
-	// +required
-	// +kubebuilder:validation:MinLength=1
+	// server is the https URL of Harvester's API, usually `https://<harvester-vip>:6443`. Empty
+	// means the identity's own server and CA (the templates write it empty unless
+	// HARVESTER_GUEST_API_SERVER is set).
+	// +optional
 	// +kubebuilder:validation:MaxLength=2048
-	Server string `json:"server"`
+	Server string `json:"server,omitempty"`
 
 	// caBundle is the PEM-encoded CA that signs the server's certificate.
 	// +optional

@@ -194,10 +194,11 @@ func (s *HarvesterClusterSpec) validate(path *field.Path) field.ErrorList {
 
 	if api := s.GuestHarvesterAPI; api != nil {
 		apiPath := path.Child("guestHarvesterAPI")
-		if api.Server == "" {
-			errs = append(errs, field.Required(apiPath.Child("server"), "the URL of Harvester's API as the guest reaches it"))
-		} else {
+		switch {
+		case api.Server != "":
 			errs = append(errs, validateHTTPSURL(apiPath.Child("server"), api.Server)...)
+		case len(api.CABundle) > 0:
+			errs = append(errs, field.Required(apiPath.Child("server"), "a CA bundle needs the URL of Harvester's API as the guest reaches it"))
 		}
 		if len(api.CABundle) > 0 {
 			errs = append(errs, validatePEMCertificates(apiPath.Child("caBundle"), api.CABundle)...)

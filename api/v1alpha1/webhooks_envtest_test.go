@@ -261,9 +261,9 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 		{name: "endpoint host not an address", obj: cluster("c-ep-bad", func(s *infrav1.HarvesterClusterSpec) {
 			s.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "not a host", Port: 6443}
 		}), field: "spec.controlPlaneEndpoint.host", msg: "IP address or a DNS name"},
-		{name: "guest API without server", obj: cluster("c-api-empty", func(s *infrav1.HarvesterClusterSpec) {
-			s.GuestHarvesterAPI = &infrav1.HarvesterAPIEndpoint{}
-		}), field: "spec.guestHarvesterAPI.server", msg: "at least 1 chars long"},
+		{name: "guest API CA without server", obj: cluster("c-api-empty", func(s *infrav1.HarvesterClusterSpec) {
+			s.GuestHarvesterAPI = &infrav1.HarvesterAPIEndpoint{CABundle: []byte(cert)}
+		}), field: "spec.guestHarvesterAPI.server", msg: "needs the URL"},
 		{name: "guest API over http", obj: cluster("c-api-http", func(s *infrav1.HarvesterClusterSpec) {
 			s.GuestHarvesterAPI = &infrav1.HarvesterAPIEndpoint{Server: "http://10.0.0.5:6443"}
 		}), field: "spec.guestHarvesterAPI.server", msg: "https URL"},

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,6 +63,9 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 				"HARVESTER_IMAGE":        "default/ubuntu-24.04",
 				"HARVESTER_SSH_KEYPAIRS": "[default/ops]",
 				"WORKER_MACHINE_COUNT":   strconv.Itoa(workers),
+				// Sizes of their own for the control plane (the topology flavour ignored them).
+				"CONTROL_PLANE_MACHINE_CPU":    "3",
+				"CONTROL_PLANE_MACHINE_MEMORY": "6Gi",
 			})
 			Expect(err).NotTo(HaveOccurred())
 			objs, err := testenv.DecodeObjects(manifest)
@@ -96,6 +100,17 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
 			}
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		hms := &infrav1.HarvesterMachineList{}
+		Expect(mgmt().List(ctx, hms, client.InNamespace(namespace))).To(Succeed())
+		Expect(hms.Items).To(HaveLen(1 + workers))
+		for _, hm := range hms.Items {
+			cpu, memory := 2, "4Gi"
+			if _, ok := hm.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+				cpu, memory = 3, "6Gi"
+			}
+			Expect(hm.Spec.CPU).To(BeEquivalentTo(cpu), hm.Name)
+			Expect(hm.Spec.Memory.String()).To(Equal(memory), hm.Name)
+		}
 		gc := testBed.Guest(namespace, name)
 		Expect(gc).NotTo(BeNil())
 		Expect(gc.CCMRunning()).To(BeTrue())
@@ -127,6 +142,11 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(gc.Env.Client.Get(ctx, client.ObjectKey{Namespace: "kube-flannel", Name: "kube-flannel-ds"}, &appsv1.DaemonSet{})).To(Succeed())
 		}).Should(Succeed())
+
+		if whole {
+			By("a failed worker of the default two is replaced by the template's MachineHealthCheck (its timeouts shortened)")
+			remediatesAFailedWorker(namespace, name, target, gc, workers)
+		}
 
 		if !whole {
 			By("deleting the Cluster removes everything on Harvester")
@@ -258,4 +278,41 @@ func expectNodeAddonsOnEveryNode(g Gomega, gc *guest.Cluster, nodes int) {
 		}
 		g.Expect(onNodes).To(HaveLen(nodes), "%s pods on every node", app)
 	}
+}
+
+// remediatesAFailedWorker stops one worker's VM on Harvester, as a failed host or guest would:
+// its Node goes Unknown, and the cluster template's MachineHealthCheck for the workers, with only
+// its timeouts shortened to fit a test, replaces the machine; the pool is whole again.
+func remediatesAFailedWorker(namespace, name, target string, gc *guest.Cluster, workers int) {
+	GinkgoHelper()
+	mhc := &clusterv1.MachineHealthCheck{}
+	Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-md-0"}, mhc)).To(Succeed())
+	base := mhc.DeepCopy()
+	for i := range mhc.Spec.Checks.UnhealthyNodeConditions {
+		mhc.Spec.Checks.UnhealthyNodeConditions[i].TimeoutSeconds = ptr.To[int32](1)
+	}
+	Expect(mgmt().Patch(ctx, mhc, client.MergeFrom(base))).To(Succeed())
+
+	machines := &clusterv1.MachineList{}
+	Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: name + "-md-0"})).To(Succeed())
+	Expect(machines.Items).To(HaveLen(workers))
+	failed := machines.Items[0]
+	vm := &kubevirtv1.VirtualMachine{}
+	Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: harvester.VMName(failed.Spec.InfrastructureRef.Name)}, vm)).To(Succeed())
+	base2 := vm.DeepCopy()
+	vm.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyHalted)
+	vm.Spec.Running = nil
+	Expect(harvesterClient().Patch(ctx, vm, client.MergeFrom(base2))).To(Succeed())
+
+	Eventually(func(g Gomega) {
+		g.Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: name + "-md-0"})).To(Succeed())
+		g.Expect(machines.Items).To(HaveLen(workers))
+		for _, m := range machines.Items {
+			g.Expect(m.Name).NotTo(Equal(failed.Name), "the failed machine is replaced")
+			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
+		}
+		nodes := &corev1.NodeList{}
+		g.Expect(gc.Env.Client.List(ctx, nodes)).To(Succeed())
+		g.Expect(nodes.Items).To(HaveLen(1 + workers))
+	}).WithTimeout(2 * time.Minute).Should(Succeed())
 }
