@@ -1,0 +1,66 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"golang.org/x/mod/modfile"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// docs/compatibility.md's version table names what the build and the bed really use: each
+// row below must be there with the version go.mod or the bed pins.
+func TestCompatibilityTable(t *testing.T) {
+	g := NewWithT(t)
+	root := testenv.RepoRoot()
+	data, err := os.ReadFile(filepath.Join(root, "docs", "compatibility.md"))
+	g.Expect(err).NotTo(HaveOccurred())
+	row := regexp.MustCompile(`(?m)^\| ([^|]+) \| ([^|]+) \| ([^|]+) \|$`)
+	table := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		table[strings.TrimSpace(m[1])] = strings.TrimSpace(m[2])
+	}
+
+	goMod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	g.Expect(err).NotTo(HaveOccurred())
+	mod, err := modfile.Parse("go.mod", goMod, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	required := map[string]string{}
+	for _, r := range mod.Require {
+		required[r.Mod.Path] = r.Mod.Version
+	}
+
+	// The bed's IPAM provider: the Makefile's IPAM_PROVIDER_VERSION.
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	g.Expect(err).NotTo(HaveOccurred())
+	m := regexp.MustCompile(`(?m)^IPAM_PROVIDER_VERSION \?= (\S+)`).FindSubmatch(makefile)
+	g.Expect(m).NotTo(BeNil(), "the Makefile pins IPAM_PROVIDER_VERSION")
+	ipam := string(m[1])
+	for component, want := range map[string]string{
+		"Cluster API (core, kubeadm bootstrap and control plane)":       required["sigs.k8s.io/cluster-api"],
+		"Cluster API RKE2 provider (rancher/cluster-api-provider-rke2)": bed.RKE2.Version,
+		"Cluster API K3s provider (k3s-io/cluster-api-k3s)":             bed.K3s.Version,
+		"Cluster API IPAM provider in-cluster":                          ipam,
+		"Harvester API types":                                           required["github.com/harvester/harvester"],
+		"harvester-load-balancer API types":                             required["github.com/harvester/harvester-load-balancer"],
+		"KubeVirt API types":                                            required["kubevirt.io/api"],
+	} {
+		g.Expect(want).NotTo(BeEmpty(), component)
+		g.Expect(table).To(HaveKeyWithValue(component, want), "docs/compatibility.md's row for %s", component)
+	}
+	// The RKE2 and K3s CRDs the template tests apply are the same versions.
+	for _, p := range bootstrapProviders {
+		switch {
+		case strings.Contains(p.module, "rke2"):
+			g.Expect(p.version).To(Equal(bed.RKE2.Version))
+		case strings.Contains(p.module, "k3s"):
+			g.Expect(p.version).To(Equal(bed.K3s.Version))
+		}
+	}
+}
