@@ -1,6 +1,7 @@
 // Command images packs a static Go binary into an OCI image and writes it as an OCI
 // image-layout archive (a tar of oci-layout, index.json and blobs/sha256/...), without a
-// Docker engine: what `make images` runs for the manager and the CCM.
+// Docker engine: what `make images` runs for the manager and the CCM. With -push it uploads
+// such an archive to a registry instead (`make release-push`).
 //
 // The image has one layer over an empty base: the binary, the build machine's CA
 // certificates, and /etc/passwd and /etc/group with the non-root user 65532 it runs as.
@@ -68,7 +69,19 @@ func main() {
 	flag.StringVar(&o.caCerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA certificate bundle to install (ignored with -base).")
 	flag.StringVar(&o.base, "base", "", "Base image from a registry (default: none, an empty base).")
 	created := flag.String("created", os.Getenv("SOURCE_DATE_EPOCH"), "Time of every timestamp, in seconds since the epoch (default: $SOURCE_DATE_EPOCH, else 0).")
+	pushArchive := flag.String("push", "", "Instead of building: push this OCI archive's image to -ref, with the Docker config's credentials.")
+	insecure := flag.Bool("insecure", false, "With -push: the registry speaks plain http.")
 	flag.Parse()
+
+	if *pushArchive != "" {
+		digest, err := push(*pushArchive, o.ref, *insecure)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "images:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("%s %s (pushed)\n", o.ref, digest)
+		return
+	}
 
 	if err := o.complete(*created); err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)

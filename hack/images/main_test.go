@@ -217,3 +217,51 @@ func TestBase(t *testing.T) {
 		t.Errorf("config over a base: %+v", cfg.Config)
 	}
 }
+
+// An archive build wrote is pushed as it is: the registry then serves the same digest, for a
+// one-platform image and for a platform index, and a second push changes nothing.
+func TestPush(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	t.Setenv("DOCKER_CONFIG", t.TempDir()) // no credentials: the test registry needs none
+	for _, tc := range []struct {
+		name     string
+		binaries []string
+	}{{"one platform", []string{"linux/amd64"}}, {"two platforms", []string{"linux/amd64", "linux/arm64"}}} {
+		out := filepath.Join(t.TempDir(), "img.oci.tar")
+		digest, _, err := build(testOptions(t, out, tc.binaries...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := host + "/capi/manager:v9.9.9"
+		for i := 0; i < 2; i++ {
+			pushed, err := push(out, ref, true)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if pushed != digest {
+				t.Fatalf("%s: pushed %s, built %s", tc.name, pushed, digest)
+			}
+		}
+		served, err := remote.Head(mustRef(t, ref))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if served.Digest.String() != digest {
+			t.Fatalf("%s: the registry serves %s, built %s", tc.name, served.Digest, digest)
+		}
+	}
+	if _, err := push(filepath.Join(t.TempDir(), "missing.oci.tar"), host+"/x:y", true); err == nil {
+		t.Fatal("pushing a missing archive succeeded")
+	}
+}
+
+func mustRef(t *testing.T, ref string) name.Reference {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

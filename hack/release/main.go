@@ -1,5 +1,6 @@
 // Command release writes the release assets clusterctl reads into a directory:
-// `go run ./hack/release -out out -image ... -ccm-image ...` (what `make release-manifests` runs).
+// `go run ./hack/release -out out -image ... -ccm-image ... [-checksums]` (what `make
+// release-manifests` and `make release` run).
 package main
 
 import (
@@ -16,6 +17,7 @@ func main() {
 	root := flag.String("root", ".", "The repository's root directory.")
 	image := flag.String("image", "", "The manager's image (default: config/'s).")
 	ccmImage := flag.String("ccm-image", "", "The guests' cloud controller manager image (default: config/'s).")
+	checksums := flag.Bool("checksums", false, "Then write checksums.txt over every file of -out (what `make release` does).")
 	flag.Parse()
 	names, err := release.Write(*out, release.Options{Root: *root, Image: *image, CCMImage: *ccmImage})
 	if err != nil {
@@ -25,5 +27,12 @@ func main() {
 	slices.Sort(names)
 	for _, n := range names {
 		fmt.Printf("%s/%s\n", *out, n)
+	}
+	if *checksums {
+		if err := release.WriteChecksums(*out); err != nil {
+			fmt.Fprintln(os.Stderr, "release:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("%s/%s\n", *out, release.ChecksumsFile)
 	}
 }

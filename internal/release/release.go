@@ -4,10 +4,14 @@ package release
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -86,4 +90,46 @@ func Write(dir string, o Options) ([]string, error) {
 		names = append(names, name)
 	}
 	return names, nil
+}
+
+// ChecksumsFile is the file WriteChecksums writes, in the format of `sha256sum` (so that
+// `sha256sum -c checksums.txt` checks a download).
+const ChecksumsFile = "checksums.txt"
+
+// WriteChecksums writes ChecksumsFile into dir: the SHA-256 of every other regular file there,
+// by name.
+func WriteChecksums(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && e.Name() != ChecksumsFile {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	var out bytes.Buffer
+	for _, name := range names {
+		sum, err := fileSHA256(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&out, "%s  %s\n", sum, name)
+	}
+	return os.WriteFile(filepath.Join(dir, ChecksumsFile), out.Bytes(), 0o644)
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
