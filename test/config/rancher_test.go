@@ -181,6 +181,9 @@ func TestTemplateClustersAreImportedByTurtles(t *testing.T) {
 	fy := readFleetYAML(t)
 	namespace, _ := fy.bundleSpec["defaultNamespace"].(string)
 	g.Expect(namespace).NotTo(BeEmpty(), "fleet.yaml names the namespace of the clusters")
+	// The clusters are rendered as docs/gitops-and-rancher.md says: its command must put them
+	// into that namespace (the templates write metadata.namespace, which Fleet keeps).
+	g.Expect(documentedFleetRenderNamespace(t)).To(Equal(namespace), "the namespace docs/gitops-and-rancher.md renders the clusters into")
 	labels := map[string]string{}
 	for k, v := range fy.bundleSpec["namespaceLabels"].(map[string]any) {
 		labels[k] = v.(string)
@@ -239,4 +242,31 @@ func TestTemplateClustersAreImportedByTurtles(t *testing.T) {
 		}
 	}
 	g.Expect(checked).To(BeNumerically(">=", 3), "clusters checked")
+}
+
+// documentedFleetRenderNamespace is the --target-namespace of the `clusterctl generate cluster`
+// command that docs/gitops-and-rancher.md gives for the Fleet bundle ("" when it names none).
+func documentedFleetRenderNamespace(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "gitops-and-rancher.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.Contains(line, "clusterctl generate cluster") || !strings.Contains(line, "examples/fleet/") {
+			continue
+		}
+		fields := strings.Fields(line)
+		for i, f := range fields {
+			if f == "--target-namespace" && i+1 < len(fields) {
+				return fields[i+1]
+			}
+			if v, ok := strings.CutPrefix(f, "--target-namespace="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	t.Fatal("docs/gitops-and-rancher.md gives no clusterctl generate cluster command for the Fleet bundle")
+	return ""
 }
