@@ -325,7 +325,7 @@ func (r *HarvesterClusterReconciler) reconcileFailureDomains(ctx context.Context
 // address, once. A user-set endpoint means no load balancer.
 func (r *HarvesterClusterReconciler) reconcileLoadBalancer(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	hc := s.hc
-	st, err := (&harvester.LoadBalancerService{C: s.client}).EnsureControlPlane(ctx, hc, s.guest, r.clock().Now())
+	st, err := (&harvester.LoadBalancerService{C: s.client}).EnsureControlPlane(ctx, hc, s.guest, s.cluster.Spec.ControlPlaneRef.Kind, r.clock().Now())
 	if err != nil {
 		return harvesterResult(ctx, err, s.report(infrav1.LoadBalancerReadyCondition))
 	}

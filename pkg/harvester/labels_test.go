@@ -120,3 +120,26 @@ func sha10(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])[:10]
 }
+
+// Cluster API's RKE2 provider registers joining nodes at https://<control-plane endpoint>:9345,
+// and Harvester's load balancer forwards only its listeners' ports: an RKE2 cluster's control-plane
+// load balancer listens there too, and only an RKE2 cluster's does.
+func TestControlPlaneLoadBalancerServesRKE2Registration(t *testing.T) {
+	g := NewWithT(t)
+	hc := &infrav1.HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default"},
+		Spec: infrav1.HarvesterClusterSpec{TargetNamespace: "guests"}}
+	guest := Guest{Namespace: "default", Name: "prod", Mark: "0123456789"}
+	ports := func(kind string) []int32 {
+		var out []int32
+		for _, l := range BuildControlPlaneLoadBalancer(hc, guest, kind).Spec.Listeners {
+			out = append(out, l.Port)
+		}
+		return out
+	}
+	g.Expect(ports(ControlPlaneKindRKE2)).To(ConsistOf(int32(APIServerPort), int32(RKE2SupervisorPort)))
+	for _, kind := range []string{"KubeadmControlPlane", "KThreesControlPlane", ""} {
+		g.Expect(ports(kind)).To(ConsistOf(int32(APIServerPort)), kind)
+	}
+	lb := BuildControlPlaneLoadBalancer(hc, guest, ControlPlaneKindRKE2)
+	g.Expect(lb.Spec.HealthCheck.Port).To(Equal(uint(APIServerPort)), "the health check stays on the API server")
+}

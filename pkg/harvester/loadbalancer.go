@@ -31,7 +31,14 @@ const (
 
 	// APIServerPort is the guest API server's port behind the control-plane load balancer.
 	APIServerPort = 6443
+	// RKE2SupervisorPort is where RKE2 servers take joining nodes: Cluster API's RKE2 provider
+	// sends them to https://<control-plane endpoint>:9345 (its default registration method), so
+	// an RKE2 cluster's control-plane load balancer listens there too.
+	RKE2SupervisorPort = 9345
 )
+
+// ControlPlaneKindRKE2 is the kind of Cluster API's RKE2 control plane.
+const ControlPlaneKindRKE2 = "RKE2ControlPlane"
 
 var notDNSLabel = regexp.MustCompile(`[^a-z0-9-]+`)
 
@@ -55,7 +62,10 @@ func hashedLabelName(prefix, name, key string) string {
 // BuildControlPlaneLoadBalancer returns the Harvester load balancer in front of a cluster's
 // control-plane VMs: listener 6443, TCP health check, backends selected by the labels the
 // control-plane VMIs carry.
-func BuildControlPlaneLoadBalancer(hc *infrav1.HarvesterCluster, g Guest) *lbv1.LoadBalancer {
+//
+// controlPlaneKind is the kind of the Cluster's control plane: an RKE2 control plane gets a
+// listener on RKE2SupervisorPort too.
+func BuildControlPlaneLoadBalancer(hc *infrav1.HarvesterCluster, g Guest, controlPlaneKind string) *lbv1.LoadBalancer {
 	id := g.ID()
 	lb := &lbv1.LoadBalancer{
 		ObjectMeta: metav1.ObjectMeta{
@@ -78,6 +88,11 @@ func BuildControlPlaneLoadBalancer(hc *infrav1.HarvesterCluster, g Guest) *lbv1.
 			},
 			HealthCheck: &lbv1.HealthCheck{Port: APIServerPort, SuccessThreshold: 1, FailureThreshold: 3, PeriodSeconds: 5, TimeoutSeconds: 3},
 		},
+	}
+	if controlPlaneKind == ControlPlaneKindRKE2 {
+		lb.Spec.Listeners = append(lb.Spec.Listeners, lbv1.Listener{
+			Name: "rke2-supervisor", Port: RKE2SupervisorPort, Protocol: corev1.ProtocolTCP, BackendPort: RKE2SupervisorPort,
+		})
 	}
 	if hc.Spec.LoadBalancer.IPAM == infrav1.IPAMDHCP {
 		lb.Spec.IPAM = lbv1.DHCP
@@ -135,8 +150,8 @@ type LoadBalancerState struct {
 // EnsureControlPlane makes the cluster's control-plane load balancer, unless the spec sets the
 // endpoint and none exists, and reports its state. A load balancer of that name that is not the
 // guest cluster's is an Error NameTaken and is left untouched.
-func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, g Guest, now time.Time) (LoadBalancerState, error) {
-	want := BuildControlPlaneLoadBalancer(hc, g)
+func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, g Guest, controlPlaneKind string, now time.Time) (LoadBalancerState, error) {
+	want := BuildControlPlaneLoadBalancer(hc, g, controlPlaneKind)
 	lb := &lbv1.LoadBalancer{}
 	err := s.C.Cache.Get(ctx, client.ObjectKeyFromObject(want), lb)
 	if apierrors.IsNotFound(err) {

@@ -53,6 +53,9 @@ type DistributionNode struct {
 	// Server: the VM runs the distribution's server (control plane); Init: the first server,
 	// which starts the cluster (its config names no server to join).
 	Server, Init bool
+	// JoinURL is the server a joining node registers with (the config's `server`), empty for the
+	// first server.
+	JoinURL string
 	// NodeName is the config's node-name; empty means the VM's hostname.
 	NodeName string
 	// ExternalCloudProvider: the kubelet runs with --cloud-provider=external (or the config says
@@ -88,6 +91,7 @@ func (d *Distribution) ParseNode(userData []byte) (*DistributionNode, error) {
 	n.Server = d.IsServer(runcmd)
 	n.Init = n.Server && configString(config, "server") == ""
 	n.NodeName = configString(config, "node-name")
+	n.JoinURL = configString(config, "server")
 	n.ExternalCloudProvider = configString(config, "cloud-provider-name") == "external"
 	for _, arg := range configStrings(config, "kubelet-arg") {
 		if strings.TrimLeft(arg, "-") == "cloud-provider=external" {

@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -209,6 +212,14 @@ func (a *NodeAgent) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 			return ctrl.Result{}, err
 		}
 		if ok {
+			if reason, err := a.unreachableJoinURL(ctx, userData); err != nil || reason != "" {
+				// Like an RKE2 or K3s agent that cannot reach the server it registers with:
+				// it retries, and never joins while the address does not serve that port.
+				if reason != "" {
+					ctrl.LoggerFrom(ctx).Info("the node cannot register", "reason", reason)
+				}
+				return ctrl.Result{RequeueAfter: a.backoff(req.NamespacedName)}, err
+			}
 			a.done(req.NamespacedName)
 			return a.join(ctx, g, vmi, userData)
 		}
@@ -569,4 +580,39 @@ func firstIP(vmi *kubevirtv1.VirtualMachineInstance) string {
 		}
 	}
 	return ""
+}
+
+// unreachableJoinURL says why an RKE2 or K3s node could not reach the server its bootstrap data
+// names, or "": when that server's host is a load balancer's address on Harvester, the load
+// balancer must listen on its port (Harvester's load balancer forwards only its listeners' ports;
+// RKE2 registers on 9345, not the API server's 6443). Other hosts (a machine's own address) are
+// taken as reachable.
+func (a *NodeAgent) unreachableJoinURL(ctx context.Context, userData []byte) (string, error) {
+	for _, d := range []*Distribution{RKE2, K3s} {
+		n, err := d.ParseNode(userData)
+		if err != nil || n == nil || n.JoinURL == "" {
+			continue
+		}
+		u, err := url.Parse(n.JoinURL)
+		if err != nil {
+			return "", err
+		}
+		port, err := strconv.Atoi(u.Port())
+		if err != nil {
+			return "", fmt.Errorf("the join URL %s names no port", n.JoinURL)
+		}
+		lbs := &lbv1.LoadBalancerList{}
+		if err := a.harvester.List(ctx, lbs); err != nil {
+			return "", err
+		}
+		for _, lb := range lbs.Items {
+			if lb.Status.Address != u.Hostname() {
+				continue
+			}
+			if !slices.ContainsFunc(lb.Spec.Listeners, func(l lbv1.Listener) bool { return int(l.Port) == port }) {
+				return fmt.Sprintf("load balancer %s/%s at %s has no listener on port %d", lb.Namespace, lb.Name, u.Hostname(), port), nil
+			}
+		}
+	}
+	return "", nil
 }
