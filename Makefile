@@ -148,8 +148,8 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 .PHONY: test
 # The e2e package is named first: go test builds and runs packages in the order given, and the
 # longest one started first leaves the others to the second core instead of ending last.
-test: verify-generated envtest providers ipam-provider images ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
-	E2E_TIMINGS=$(ROOT)/out/e2e-timings.md IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e ./...
+test: verify-generated envtest providers ipam-provider images kubectl ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
+	E2E_TIMINGS=$(ROOT)/out/e2e-timings.md IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) KUBECTL=$(KUBECTL) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e ./...
 	cd hack/images && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
 	FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 
@@ -163,6 +163,16 @@ fuzz: envtest ## Run each fuzz target for FUZZTIME (default 2m); crashers land i
 .PHONY: envtest
 envtest: ## Build the test control planes (kube-apiserver, etcd) into bin/k8s once.
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/ensure-control-plane.sh $(KUBEBUILDER_ASSETS) >/dev/null
+
+# kubectl, for the tests that run the docs' commands: built from k8s.io/kubectl at the version
+# of hack/kubectl/go.mod (the test control planes'), once.
+KUBECTL := $(BIN)/kubectl
+
+.PHONY: kubectl
+kubectl: $(KUBECTL) ## Build kubectl (k8s.io/kubectl, hack/kubectl's version) into bin/ once, for the tests that run the docs' commands.
+
+$(KUBECTL): hack/kubectl/go.mod hack/kubectl/main.go
+	cd hack/kubectl && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $(KUBECTL) .
 
 .PHONY: providers
 providers: ## Build the RKE2 and K3s bootstrap and control-plane managers the e2e suite runs into bin/providers once.

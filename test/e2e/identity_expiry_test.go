@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/base64"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -101,6 +103,78 @@ var _ = Describe("identity expiry", func() {
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(c.Reason).To(Equal(infrav1.IdentityNotExpiringSoonReason))
 			g.Expect(c.Message).To(ContainSubstring("expires at " + later.UTC().Format(time.RFC3339)))
+		}).Should(Succeed())
+	})
+
+	It("rotating a lent identity as the docs say gives its clusters the new token", func() {
+		tc := newTestCluster("rotate", "rotate")
+		DeferCleanup(func() {
+			deleteCluster(tc)
+			leakFree(tc.Target)
+		})
+		By("lending the cluster a HarvesterClusterIdentity, as the templates name one")
+		Expect(testBed.LendIdentity(ctx, "rotate", tc.Namespace, tc.Target)).To(Succeed())
+		Eventually(func(g Gomega) {
+			hc := &infrav1.HarvesterCluster{}
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), hc)).To(Succeed())
+			hc.Spec.IdentitySecret = infrav1.SecretReference{}
+			hc.Spec.IdentityRef = &infrav1.IdentityReference{Kind: infrav1.HarvesterClusterIdentityKind, Name: "rotate"}
+			g.Expect(mgmt().Update(ctx, hc)).To(Succeed())
+		}).Should(Succeed())
+		// The tenant's former Secret keeps the provider's finalizer until taken off by hand.
+		Eventually(func(g Gomega) {
+			old := &corev1.Secret{}
+			g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: tc.HarvesterCluster.Spec.IdentitySecret.Name}, old)).To(Succeed())
+			old.Finalizers = nil
+			g.Expect(mgmt().Update(ctx, old)).To(Succeed())
+		}).Should(Succeed())
+		identity := &infrav1.HarvesterClusterIdentity{}
+		Expect(mgmt().Get(ctx, client.ObjectKey{Name: "rotate"}, identity)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(client.IgnoreNotFound(mgmt().Delete(ctx, identity))).To(Succeed())
+		})
+		key := client.ObjectKey{Namespace: testBed.Provider.Namespace, Name: identity.Spec.SecretName}
+		secret := &corev1.Secret{}
+		Expect(mgmt().Get(ctx, key, secret)).To(Succeed())
+		before, oldToken := tokenExpiry(secret.Data[infrav1.IdentitySecretKey])
+		Expect(time.Until(before)).To(BeNumerically("<", 25*time.Hour))
+		expiring := func(g Gomega) *metav1.Condition {
+			hc := &infrav1.HarvesterCluster{}
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), hc)).To(Succeed())
+			g.Expect(conditions.IsTrue(hc, infrav1.HarvesterAvailableCondition)).To(BeTrue(), "%v", hc.Status.Conditions)
+			c := conditions.Get(hc, infrav1.IdentityExpiringSoonCondition)
+			g.Expect(c).NotTo(BeNil())
+			return c
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(expiring(g).Reason).To(Equal(infrav1.IdentityExpiresSoonReason))
+		}).Should(Succeed())
+
+		By("running docs/harvester-identity.md's rotation commands with kubectl")
+		dir := GinkgoT().TempDir()
+		harvesterAdmin, err := testBed.Harvester.Env.Kubeconfig()
+		Expect(err).NotTo(HaveOccurred())
+		management, err := testBed.Management.Kubeconfig()
+		Expect(err).NotTo(HaveOccurred())
+		for name, data := range map[string][]byte{
+			"harvester-admin.yaml": harvesterAdmin, "harvester.kubeconfig": secret.Data[infrav1.IdentitySecretKey], "management.yaml": management,
+		} {
+			Expect(os.WriteFile(filepath.Join(dir, name), data, 0o600)).To(Succeed())
+		}
+		runDocumented(documentedBlock("harvester-identity.md", "rotate-lent-identity"), dir,
+			"KUBECONFIG="+filepath.Join(dir, "management.yaml"), "HARVESTER_IDENTITY=rotate")
+
+		By("the cluster takes the new token: its expiry is a month away")
+		Expect(mgmt().Get(ctx, key, secret)).To(Succeed())
+		after, newToken := tokenExpiry(secret.Data[infrav1.IdentitySecretKey])
+		Expect(newToken).NotTo(Equal(oldToken))
+		Expect(time.Until(after)).To(BeNumerically(">", 29*24*time.Hour))
+		Expect(secret.Finalizers).NotTo(BeEmpty(), "the Secret keeps the provider's finalizer through kubectl apply")
+		Eventually(func(g Gomega) {
+			c := expiring(g)
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(infrav1.IdentityNotExpiringSoonReason))
+			g.Expect(c.Message).To(ContainSubstring("expires at " + after.UTC().Format(time.RFC3339)))
 		}).Should(Succeed())
 	})
 })

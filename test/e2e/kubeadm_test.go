@@ -146,6 +146,15 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		if whole {
 			By("a failed worker of the default two is replaced by the template's MachineHealthCheck (its timeouts shortened)")
 			remediatesAFailedWorker(namespace, name, target, gc, workers)
+
+			By("scaling the workers to three with docs/operations.md's commands")
+			runDocumentedOnManagement("operations.md", "scale-workers", "NAMESPACE="+namespace, "CLUSTER="+name)
+			workers = 3
+			Eventually(func(g Gomega) {
+				nodes := &corev1.NodeList{}
+				g.Expect(gc.Env.Client.List(ctx, nodes)).To(Succeed())
+				g.Expect(nodes.Items).To(HaveLen(1 + workers))
+			}).WithTimeout(time.Minute).Should(Succeed())
 		}
 
 		if !whole {
@@ -234,8 +243,8 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		secrets.addKubeconfig("the identity kubeconfig", kubeconfig)
 		Eventually(func(g Gomega) { secrets.snapshot(g, namespace, name) }).Should(Succeed())
 
-		By("deleting the Cluster removes everything on Harvester, the guest Service's load balancer too")
-		Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
+		By("deleting the Cluster with docs/operations.md's commands removes everything on Harvester, the guest Service's load balancer too")
+		runDocumentedOnManagement("operations.md", "delete-cluster", "NAMESPACE="+namespace, "CLUSTER="+name)
 		Eventually(func() bool {
 			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
 		}).WithTimeout(2*time.Minute).Should(BeTrue(), func() string {

@@ -1,0 +1,59 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// documentedBlock returns the shell block of a doc that follows the marker
+// `<!-- run by <test file>: <name> -->`: the commands the doc gives a user, which a test runs as
+// they are.
+func documentedBlock(doc, name string) string {
+	GinkgoHelper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", doc))
+	Expect(err).NotTo(HaveOccurred())
+	text := string(data)
+	i := strings.Index(text, ": "+name+" -->")
+	Expect(i).To(BeNumerically(">=", 0), "docs/%s marks no block %q", doc, name)
+	rest := text[i:]
+	start := strings.Index(rest, "```sh\n")
+	Expect(start).To(BeNumerically(">=", 0))
+	rest = rest[start+len("```sh\n"):]
+	end := strings.Index(rest, "```")
+	Expect(end).To(BeNumerically(">", 0))
+	return rest[:end]
+}
+
+// runDocumented runs a documented block with bash (-e, -u, pipefail) in dir, with the kubectl that
+// `make kubectl` builds first on PATH and env added to the environment, and returns its output.
+func runDocumented(block, dir string, env ...string) string {
+	GinkgoHelper()
+	kubectl := os.Getenv("KUBECTL")
+	Expect(kubectl).NotTo(BeEmpty(), "KUBECTL names the kubectl `make kubectl` builds (make test sets it)")
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "the documented commands failed:\n%s\n---\n%s", block, out)
+	return string(out)
+}
+
+// runDocumentedOnManagement runs a documented block with kubectl pointed at the management
+// cluster, as its admin.
+func runDocumentedOnManagement(doc, name string, env ...string) string {
+	GinkgoHelper()
+	dir := GinkgoT().TempDir()
+	kubeconfig, err := testBed.Management.Kubeconfig()
+	Expect(err).NotTo(HaveOccurred())
+	path := filepath.Join(dir, "management.yaml")
+	Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
+	return runDocumented(documentedBlock(doc, name), dir, append(env, "KUBECONFIG="+path)...)
+}
