@@ -322,23 +322,32 @@ func (r *HarvesterClusterReconciler) reconcileFailureDomains(ctx context.Context
 }
 
 // reconcileLoadBalancer makes the control-plane load balancer and sets the endpoint from its
-// address, once. A user-set endpoint means no load balancer.
+// address, once. A user-set endpoint means no load balancer; a load balancer the provider made
+// that is deleted on Harvester is made again, and the cluster is not Ready until it serves the
+// endpoint again.
 func (r *HarvesterClusterReconciler) reconcileLoadBalancer(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	hc := s.hc
 	st, err := (&harvester.LoadBalancerService{C: s.client}).EnsureControlPlane(ctx, hc, s.guest, s.cluster.Spec.ControlPlaneRef.Kind, r.clock().Now())
 	if err != nil {
 		return harvesterResult(ctx, err, s.report(infrav1.LoadBalancerReadyCondition))
 	}
-	if st.Created {
+	switch {
+	case st.Recreated:
+		r.Recorder.Eventf(hc, corev1.EventTypeWarning, "LoadBalancerRecreated", "Load balancer %s/%s was deleted on Harvester; created it again", hc.Spec.TargetNamespace, st.Name)
+	case st.Created:
 		r.Recorder.Eventf(hc, corev1.EventTypeNormal, "LoadBalancerCreated", "Created load balancer %s/%s on Harvester", hc.Spec.TargetNamespace, st.Name)
 	}
 	if st.Name != "" {
 		hc.Status.LoadBalancer.Name = st.Name
+		annotations.AddAnnotations(hc, map[string]string{infrav1.LoadBalancerAnnotation: st.Name})
 	}
 	if !st.Ready || st.Address == "" {
 		status := metav1.ConditionFalse
 		if st.Ready {
 			status = metav1.ConditionTrue // the user's endpoint
+		}
+		if st.Address != "" {
+			hc.Status.LoadBalancer.Address = st.Address
 		}
 		setClusterCondition(hc, infrav1.LoadBalancerReadyCondition, status, st.Reason, st.Message)
 		return ctrl.Result{RequeueAfter: st.RecheckAfter}, nil // else its status change brings us back

@@ -69,6 +69,14 @@ const (
 	IPPoolExhaustedReason = "IPPoolExhausted"
 	// UserProvidedEndpointReason: spec.controlPlaneEndpoint was set by the user; no load balancer.
 	UserProvidedEndpointReason = "UserProvidedEndpoint"
+	// LoadBalancerRecreatedReason: the control-plane load balancer the provider made was deleted
+	// on Harvester; the provider made it again and waits for its address (Harvester gives a
+	// load balancer of the same name its former address back while that address is free).
+	LoadBalancerRecreatedReason = "LoadBalancerRecreated"
+	// EndpointMismatchReason: the control-plane load balancer's address is not the endpoint the
+	// cluster was made with (a recreated load balancer whose former address was taken): the
+	// guest's API is not reachable at its endpoint.
+	EndpointMismatchReason = "EndpointMismatch"
 	// LoadBalancerFailedReason: Harvester reports an error for the load balancer.
 	LoadBalancerFailedReason = "LoadBalancerFailed"
 

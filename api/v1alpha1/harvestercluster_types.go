@@ -25,6 +25,13 @@ const (
 	// keep their names.
 	OwnerMarkAnnotation = "harvester.infrastructure.cluster.x-k8s.io/owner-mark"
 
+	// LoadBalancerAnnotation names the control-plane load balancer the provider made for the
+	// cluster on Harvester (set when it is made). It tells the provider's endpoint from one the
+	// user set: a cluster that has it gets its load balancer back if it is deleted on Harvester.
+	// clusterctl move carries it (status does not); the webhooks keep it through updates that
+	// leave it out.
+	LoadBalancerAnnotation = "harvester.infrastructure.cluster.x-k8s.io/control-plane-load-balancer"
+
 	// AddonsLabel, on a Cluster with the Cluster's own name as value, selects the
 	// ClusterResourceSet that installs the guest's Harvester addons (the cluster templates set
 	// it). Without it no addon reaches the guest, and the AddonsReady condition says so.

@@ -33,20 +33,23 @@ func (w *HarvesterClusterWebhook) SetupWebhookWithManager(mgr ctrl.Manager) erro
 	return ctrl.NewWebhookManagedBy(mgr, &HarvesterCluster{}).WithDefaulter(w).WithValidator(w).Complete()
 }
 
-// Default fills in the defaults of a HarvesterCluster, and keeps its owner mark through an
-// update that leaves the annotation out (`kubectl replace`, a GitOps tool that writes the whole
-// object, clusterctl move's annotation patch): the mark names the cluster's objects on Harvester.
+// Default fills in the defaults of a HarvesterCluster, and keeps its owner mark and the name of
+// its control-plane load balancer through an update that leaves the annotations out (`kubectl
+// replace`, a GitOps tool that writes the whole object, clusterctl move's annotation patch):
+// the mark names the cluster's objects on Harvester, the load balancer's name tells the
+// provider's endpoint from a user's.
 func (w *HarvesterClusterWebhook) Default(ctx context.Context, c *HarvesterCluster) error {
 	c.Spec.Default()
-	keepOwnerMark(ctx, c)
+	keepProviderAnnotations(ctx, c)
 	return nil
 }
 
-// keepOwnerMark copies the old object's owner mark onto an update that has none.
-func keepOwnerMark(ctx context.Context, c *HarvesterCluster) {
-	if _, marked := c.Annotations[OwnerMarkAnnotation]; marked {
-		return
-	}
+// keptAnnotations are the provider's records on a HarvesterCluster that an update cannot drop.
+var keptAnnotations = []string{OwnerMarkAnnotation, LoadBalancerAnnotation}
+
+// keepProviderAnnotations copies the old object's provider annotations onto an update that has
+// none of them.
+func keepProviderAnnotations(ctx context.Context, c *HarvesterCluster) {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil || req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 {
 		return
@@ -55,11 +58,16 @@ func keepOwnerMark(ctx context.Context, c *HarvesterCluster) {
 	if json.Unmarshal(req.OldObject.Raw, old) != nil {
 		return
 	}
-	if mark, ok := old.Annotations[OwnerMarkAnnotation]; ok {
-		if c.Annotations == nil {
-			c.Annotations = map[string]string{}
+	for _, key := range keptAnnotations {
+		if _, has := c.Annotations[key]; has {
+			continue
 		}
-		c.Annotations[OwnerMarkAnnotation] = mark
+		if value, ok := old.Annotations[key]; ok {
+			if c.Annotations == nil {
+				c.Annotations = map[string]string{}
+			}
+			c.Annotations[key] = value
+		}
 	}
 }
 

@@ -326,7 +326,8 @@ func TestWebhookKeepsTheOwnerMark(t *testing.T) {
 // copies it from the old object, so the validating one has nothing to refuse.
 func TestDefaultingKeepsTheOwnerMark(t *testing.T) {
 	g := NewWithT(t)
-	old := &HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Name: "prod", Annotations: map[string]string{OwnerMarkAnnotation: "0123456789"}}}
+	old := &HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Name: "prod", Annotations: map[string]string{
+		OwnerMarkAnnotation: "0123456789", LoadBalancerAnnotation: "cp-prod-0123456789"}}}
 	old.Spec.Default()
 	raw, err := json.Marshal(old)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -334,6 +335,7 @@ func TestDefaultingKeepsTheOwnerMark(t *testing.T) {
 	replaced := &HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Name: "prod", Annotations: map[string]string{"team": "a"}}}
 	g.Expect((&HarvesterClusterWebhook{}).Default(admission.NewContextWithRequest(context.Background(), update), replaced)).To(Succeed())
 	g.Expect(replaced.Annotations).To(HaveKeyWithValue(OwnerMarkAnnotation, "0123456789"))
+	g.Expect(replaced.Annotations).To(HaveKeyWithValue(LoadBalancerAnnotation, "cp-prod-0123456789"))
 	g.Expect(replaced.Annotations).To(HaveKeyWithValue("team", "a"))
 	_, err = (&HarvesterClusterWebhook{}).ValidateUpdate(context.Background(), old, replaced)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -142,28 +142,50 @@ type LoadBalancerState struct {
 	Reason, Message string
 	Name, Address   string
 	// Created tells that this call created the load balancer; CreatedAt is when it was.
-	Created      bool
-	CreatedAt    time.Time
-	RecheckAfter time.Duration
+	// Recreated, that the cluster had one before, which is gone from Harvester.
+	Created, Recreated bool
+	CreatedAt          time.Time
+	RecheckAfter       time.Duration
 }
 
-// EnsureControlPlane makes the cluster's control-plane load balancer, unless the spec sets the
-// endpoint and none exists, and reports its state. A load balancer of that name that is not the
-// guest cluster's is an Error NameTaken and is left untouched.
+// RecordedLoadBalancer is the name of the control-plane load balancer the provider recorded
+// making for the cluster (its annotation, which clusterctl move carries, or its status), or ""
+// when it made none: then an endpoint in the spec is the user's.
+func RecordedLoadBalancer(hc *infrav1.HarvesterCluster) string {
+	if name := hc.Annotations[infrav1.LoadBalancerAnnotation]; name != "" {
+		return name
+	}
+	return hc.Status.LoadBalancer.Name
+}
+
+// EnsureControlPlane makes the cluster's control-plane load balancer, unless the user set the
+// endpoint in the spec (an endpoint with no recorded load balancer), and reports its state. A
+// load balancer the cluster had that is gone from Harvester is made again under the same name,
+// which Harvester's pool gives its former address back while that address is free; if it gets
+// another, the state says the endpoint no longer matches. A load balancer of that name that is
+// not the guest cluster's is an Error NameTaken and is left untouched.
 func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, g Guest, controlPlaneKind string, now time.Time) (LoadBalancerState, error) {
 	want := BuildControlPlaneLoadBalancer(hc, g, controlPlaneKind)
+	endpoint := hc.Spec.ControlPlaneEndpoint.Host
+	recorded := RecordedLoadBalancer(hc) != ""
 	lb := &lbv1.LoadBalancer{}
 	err := s.C.Cache.Get(ctx, client.ObjectKeyFromObject(want), lb)
 	if apierrors.IsNotFound(err) {
-		if hc.Spec.ControlPlaneEndpoint.Host != "" {
+		if endpoint != "" && !recorded {
 			return LoadBalancerState{Ready: true, Reason: infrav1.UserProvidedEndpointReason,
 				Message: "the control-plane endpoint is set in the spec; no load balancer is made"}, nil
 		}
 		if err := s.C.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return LoadBalancerState{}, ClassifyError(err, "creating the control-plane load balancer")
 		}
-		return LoadBalancerState{Name: want.Name, Created: true, CreatedAt: now,
-			Reason: infrav1.WaitingForAddressReason, Message: "waiting for Harvester to allocate an address"}, nil
+		st := LoadBalancerState{Name: want.Name, Created: true, CreatedAt: now,
+			Reason: infrav1.WaitingForAddressReason, Message: "waiting for Harvester to allocate an address"}
+		if endpoint != "" {
+			st.Recreated, st.Reason = true, infrav1.LoadBalancerRecreatedReason
+			st.Message = fmt.Sprintf("the control-plane load balancer %s was deleted on Harvester and is made again; "+
+				"the guest's API is unreachable at %s until it has that address back", want.Name, endpoint)
+		}
+		return st, nil
 	}
 	if err != nil {
 		return LoadBalancerState{}, ClassifyError(err, "reading the control-plane load balancer")
@@ -172,7 +194,14 @@ func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav
 		return LoadBalancerState{}, nameTaken("a load balancer named %s already exists in Harvester namespace %s and was not made for this cluster; it is left untouched", lb.Name, lb.Namespace)
 	}
 	st := LoadBalancerState{Name: lb.Name, CreatedAt: lb.CreationTimestamp.Time, Address: LoadBalancerAddress(lb)}
-	if st.Address != "" {
+	switch {
+	case st.Address != "" && endpoint != "" && st.Address != endpoint:
+		st.Reason = infrav1.EndpointMismatchReason
+		st.Message = fmt.Sprintf("Harvester gave the control-plane load balancer %s address %s, but the cluster's endpoint is %s, "+
+			"which was taken while the load balancer was gone: the guest's API is unreachable at its endpoint "+
+			"(Harvester's load balancer cannot be asked for an address; see the troubleshooting guide)", lb.Name, st.Address, endpoint)
+		return st, nil
+	case st.Address != "":
 		st.Ready, st.Reason = true, infrav1.ReadyReason
 		return st, nil
 	}

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"time"
+
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -54,6 +56,26 @@ var _ = Describe("HarvesterCluster", func() {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
 			g.Expect(tc.Cluster.Spec.ControlPlaneEndpoint.Host).To(Equal(lb.Status.AllocatedAddress.IP))
 			g.Expect(tc.Cluster.Status.FailureDomains).To(HaveLen(2))
+		}).Should(Succeed())
+
+		Expect(hc.Annotations).To(HaveKeyWithValue(infrav1.LoadBalancerAnnotation, lbName), "the load balancer is recorded as the provider's")
+
+		By("getting the control-plane load balancer back with its address when it is deleted on Harvester")
+		Expect(harvesterClient().Delete(ctx, lb)).To(Succeed())
+		Eventually(func(g Gomega) {
+			again := &lbv1.LoadBalancer{}
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(lb), again)).To(Succeed())
+			g.Expect(again.UID).NotTo(Equal(lb.UID), "made again")
+			g.Expect(again.Status.AllocatedAddress.IP).To(Equal(hc.Spec.ControlPlaneEndpoint.Host), "its former address, which the pool gives the same name back")
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)).To(Succeed())
+			g.Expect(conditions.Get(hc, infrav1.LoadBalancerReadyCondition).Reason).To(Equal(infrav1.ReadyReason))
+			g.Expect(conditions.IsTrue(hc, clusterv1.ReadyCondition)).To(BeTrue())
+		}).WithTimeout(time.Minute).Should(Succeed())
+		Eventually(func(g Gomega) {
+			events := &corev1.EventList{}
+			g.Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(And(
+				HaveField("InvolvedObject.Name", hc.Name), HaveField("Reason", "LoadBalancerRecreated"), HaveField("Type", corev1.EventTypeWarning))))
 		}).Should(Succeed())
 
 		identity := &corev1.Secret{}

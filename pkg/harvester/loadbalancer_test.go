@@ -1,0 +1,90 @@
+package harvester
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+// readerCache serves a fake client's reads as the connection's cache (no informers).
+type readerCache struct {
+	client.Client
+	cache.Informers
+}
+
+// Whether an endpoint in the spec is the user's or the provider's is decided by what the
+// provider recorded, not by the endpoint: a load balancer the provider made that is deleted on
+// Harvester is made again (Harvester gives the same name its former address back while it is
+// free), and one that comes back with another address does not serve the endpoint.
+func TestControlPlaneLoadBalancerOwnershipIsRecorded(t *testing.T) {
+	g := NewWithT(t)
+	scheme, err := NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	guest := Guest{Namespace: "ns", Name: "prod", Mark: "0123456789"}
+	cluster := func(annotations map[string]string) *infrav1.HarvesterCluster {
+		return &infrav1.HarvesterCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod", Annotations: annotations},
+			Spec: infrav1.HarvesterClusterSpec{TargetNamespace: "tenant", LoadBalancer: infrav1.LoadBalancerSpec{IPAM: infrav1.IPAMPool},
+				ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "10.0.0.7", Port: 6443}},
+		}
+	}
+	ensure := func(c client.Client, hc *infrav1.HarvesterCluster) LoadBalancerState {
+		svc := &LoadBalancerService{C: &Client{Client: c, Cache: readerCache{Client: c}}}
+		st, err := svc.EnsureControlPlane(context.Background(), hc, guest, "KubeadmControlPlane", time.Now())
+		g.Expect(err).NotTo(HaveOccurred())
+		return st
+	}
+	key := client.ObjectKey{Namespace: "tenant", Name: guest.LoadBalancerName()}
+
+	// The user's endpoint: nothing recorded, nothing made.
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	st := ensure(c, cluster(nil))
+	g.Expect(st.Reason).To(Equal(infrav1.UserProvidedEndpointReason))
+	g.Expect(st.Ready).To(BeTrue())
+	g.Expect(apierrors.IsNotFound(c.Get(context.Background(), key, &lbv1.LoadBalancer{}))).To(BeTrue())
+
+	// The provider's, gone from Harvester: made again, not ready.
+	for _, hc := range []*infrav1.HarvesterCluster{
+		cluster(map[string]string{infrav1.LoadBalancerAnnotation: guest.LoadBalancerName()}),
+		func() *infrav1.HarvesterCluster { // recorded by a version before the annotation
+			hc := cluster(nil)
+			hc.Status.LoadBalancer = infrav1.LoadBalancerStatus{Name: guest.LoadBalancerName(), Address: "10.0.0.7"}
+			return hc
+		}(),
+	} {
+		c = fake.NewClientBuilder().WithScheme(scheme).Build()
+		st = ensure(c, hc)
+		g.Expect(st.Ready).To(BeFalse())
+		g.Expect(st.Created).To(BeTrue())
+		g.Expect(st.Recreated).To(BeTrue())
+		g.Expect(st.Reason).To(Equal(infrav1.LoadBalancerRecreatedReason))
+		g.Expect(st.Message).To(ContainSubstring("10.0.0.7"))
+		g.Expect(c.Get(context.Background(), key, &lbv1.LoadBalancer{})).To(Succeed())
+	}
+
+	// Back with its address: ready. With another: not, and the message says why.
+	recorded := cluster(map[string]string{infrav1.LoadBalancerAnnotation: guest.LoadBalancerName()})
+	for address, ready := range map[string]bool{"10.0.0.7": true, "10.0.0.9": false} {
+		lb := BuildControlPlaneLoadBalancer(recorded, guest, "KubeadmControlPlane")
+		lb.Status.Address = address
+		c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(lb).Build()
+		st = ensure(c, recorded)
+		g.Expect(st.Ready).To(Equal(ready), address)
+		g.Expect(st.Address).To(Equal(address))
+		if !ready {
+			g.Expect(st.Reason).To(Equal(infrav1.EndpointMismatchReason))
+			g.Expect(st.Message).To(And(ContainSubstring("10.0.0.9"), ContainSubstring("10.0.0.7")))
+		}
+	}
+}
