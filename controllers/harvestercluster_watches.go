@@ -30,35 +30,40 @@ import (
 // of every Harvester connection.
 func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx)
+	cluster := func() client.Object { return &infrav1.HarvesterCluster{} }
+	filtered := func(mapFn handler.MapFunc) handler.EventHandler {
+		return handler.EnqueueRequestsFromMapFunc(watchFiltered(r.Client, r.WatchFilterValue, cluster, mapFn))
+	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
-		For(&infrav1.HarvesterCluster{}).
+		// Paused ones too: the reconcile writes their Paused condition.
+		For(&infrav1.HarvesterCluster{}, builder.WithPredicates(
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue),
+			predicates.ResourceIsNotExternallyManaged(mgr.GetScheme(), log))).
 		WithOptions(options).
-		WithEventFilter(predicates.ResourceNotPausedAndHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
-		WithEventFilter(predicates.ResourceIsNotExternallyManaged(mgr.GetScheme(), log)).
 		Watches(&clusterv1.Cluster{},
-			handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx,
+			filtered(util.ClusterToInfrastructureMapFunc(ctx,
 				infrav1.GroupVersion.WithKind("HarvesterCluster"), mgr.GetClient(), &infrav1.HarvesterCluster{})),
-			// Unpausing, and labels: the addons label selects the guest's addons.
-			builder.WithPredicates(predicate.Or[client.Object](predicates.ClusterUnpaused(mgr.GetScheme(), log), predicate.LabelChangedPredicate{}))).
+			// Pausing and unpausing, and labels: the addons label selects the guest's addons.
+			builder.WithPredicates(predicate.Or[client.Object](predicates.ClusterPausedTransitions(mgr.GetScheme(), log), predicate.LabelChangedPredicate{}))).
 		// A rotated or fixed kubeconfig in an identity Secret is used at once (metadata only:
 		// the provider does not cache Secrets' data).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToClusters), builder.OnlyMetadata).
+		Watches(&corev1.Secret{}, filtered(r.secretToClusters), builder.OnlyMetadata).
 		// Its guest's ClusterResourceSet, from the start: one deleted or changed by hand is
 		// written again, and a manager whose RBAC does not let it read them fails to start (the
 		// watch never syncs) instead of a reconcile waiting for ever on a cache made on its
 		// first read. Neither its creation (the cluster's own write: waking it then made its
 		// next status patch meet a stale cache) nor status updates (CAPI's, as it applies the
 		// set) wake the cluster.
-		Owns(&addonsv1.ClusterResourceSet{}, builder.WithPredicates(predicate.Funcs{
+		Watches(&addonsv1.ClusterResourceSet{}, filtered(controllerOwner("HarvesterCluster")), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(event.CreateEvent) bool { return false },
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
 			},
 		})).
 		// The admin's identities: a namespace taken out of one stops its clusters at once.
-		Watches(&infrav1.HarvesterClusterIdentity{}, handler.EnqueueRequestsFromMapFunc(r.identityToClusters)).
+		Watches(&infrav1.HarvesterClusterIdentity{}, filtered(r.identityToClusters)).
 		// A cluster being deleted waits for its machines: their deletions bring it back.
-		Watches(&infrav1.HarvesterMachine{}, handler.EnqueueRequestsFromMapFunc(r.machineToCluster),
+		Watches(&infrav1.HarvesterMachine{}, filtered(r.machineToCluster),
 			builder.WithPredicates(predicate.Funcs{
 				CreateFunc: func(event.CreateEvent) bool { return false },
 				UpdateFunc: func(event.UpdateEvent) bool { return false },
@@ -68,7 +73,6 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 	if err != nil {
 		return err
 	}
-	cluster := func() client.Object { return &infrav1.HarvesterCluster{} }
 	loadBalancerToCluster := watchFiltered(r.Client, r.WatchFilterValue, cluster, r.loadBalancerToCluster)
 	r.Factory.WatchCaches(c, func(hc cache.Cache) []source.Source {
 		// A host's change concerns the clusters of the connection that saw it, not every

@@ -95,26 +95,30 @@ type ownWrite struct {
 // on the VMs and VMIs of every Harvester connection the factory opens.
 func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx)
+	machine := func() client.Object { return &infrav1.HarvesterMachine{} }
+	filtered := func(mapFn handler.MapFunc) handler.EventHandler {
+		return handler.EnqueueRequestsFromMapFunc(watchFiltered(r.Client, r.WatchFilterValue, machine, mapFn))
+	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
-		For(&infrav1.HarvesterMachine{}, builder.WithPredicates(r.forgetCaughtUp(), ownStatusIgnored)).
+		// Paused ones too: the reconcile writes their Paused condition.
+		For(&infrav1.HarvesterMachine{}, builder.WithPredicates(
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue), r.forgetCaughtUp(), ownStatusIgnored)).
 		WithOptions(options).
-		WithEventFilter(predicates.ResourceNotPausedAndHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
-		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(
+		Watches(&clusterv1.Machine{}, filtered(
 			util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("HarvesterMachine"))),
 			builder.WithPredicates(machineChangedForInfrastructure)).
-		Watches(&infrav1.HarvesterCluster{}, handler.EnqueueRequestsFromMapFunc(r.harvesterClusterToMachines),
+		Watches(&infrav1.HarvesterCluster{}, filtered(r.harvesterClusterToMachines),
 			builder.WithPredicates(clusterChangedForMachines)).
 		// Static addresses: a claim's binding, and its IPAddress appearing in the cache.
-		Owns(&ipamv1.IPAddressClaim{}).
-		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.ipAddressToMachine)).
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToMachines),
+		Watches(&ipamv1.IPAddressClaim{}, filtered(controllerOwner("HarvesterMachine"))).
+		Watches(&ipamv1.IPAddress{}, filtered(r.ipAddressToMachine)).
+		Watches(&clusterv1.Cluster{}, filtered(r.clusterToMachines),
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
 		Build(r)
 	if err != nil {
 		return err
 	}
 	r.controller = c
-	machine := func() client.Object { return &infrav1.HarvesterMachine{} }
 	toMachine := watchFiltered(r.Client, r.WatchFilterValue, machine, harvesterObjectToMachine)
 	volumeToMachine := watchFiltered(r.Client, r.WatchFilterValue, machine, r.volumeToMachine)
 	r.Factory.WatchCaches(c, func(hc cache.Cache) []source.Source {

@@ -3,11 +3,22 @@ package controllers
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
+
+// The --watch-filter label is on the objects a manager reconciles (and those its user labels),
+// not on what they use: IPAddresses, IPAddressClaims, ClusterResourceSets, identity Secrets and
+// Harvester's objects do not carry it. So the label filter is a predicate on each controller's
+// own kind (For) only, and every other watch maps its events to requests and keeps those for
+// objects that carry the label (watchFiltered). A global WithEventFilter would drop those
+// events, and CAPI's paused filter with it the events that pause or resume an object (its
+// reconcile writes the Paused condition, as CAPI's contract asks).
 
 // watchFiltered keeps the requests of a Harvester watch's map function to the objects this
 // manager reconciles: those its cache holds (a manager scoped to a namespace, --namespace, holds
@@ -30,5 +41,17 @@ func watchFiltered(reader client.Reader, filter string, newObj func() client.Obj
 			}
 		}
 		return out
+	}
+}
+
+// controllerOwner maps an object to the object of this provider's kind that is its controller
+// owner (what Owns does), as requests that watchFiltered can filter.
+func controllerOwner(kind string) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		ref := metav1.GetControllerOf(o)
+		if ref == nil || ref.Kind != kind || ref.APIVersion != infrav1.GroupVersion.String() {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}}
 	}
 }

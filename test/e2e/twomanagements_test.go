@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"time"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
@@ -11,11 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
 
@@ -26,6 +29,10 @@ import (
 // HarvesterCluster's owner mark now sets its objects apart: the second cluster gets its own, a
 // machine name the first holds is reported NameTaken, and deleting the second leaves the first
 // exactly as it was.
+//
+// The second management's manager is a shard (--watch-filter): it reconciles only objects that
+// carry the filter label, and still acts at once on events of kinds that never carry it (its
+// guest's ClusterResourceSet deleted by hand is written again without waiting for a resync).
 var _ = Describe("Two management clusters sharing a Harvester namespace", func() {
 	It("keep their clusters of the same namespace and name apart", func() {
 		const namespace, name, target = "twin-managements", "prod", "h-two-managements"
@@ -48,14 +55,17 @@ var _ = Describe("Two management clusters sharing a Harvester namespace", func()
 		before := harvesterObjects(Default, target)
 
 		By("starting a second management cluster with the provider, and a cluster of the same namespace and name there")
-		other, err := testBed.AddManagement(ctx, providerOptions)
+		const shard = "second-management"
+		sharded := providerOptions
+		sharded.ExtraArgs = append(slices.Clone(providerOptions.ExtraArgs), "--watch-filter="+shard)
+		other, err := testBed.AddManagement(ctx, sharded)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(testBed.StopManagement(ctx, other)).To(Succeed()) })
 		to := other.Env.Client
 		kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		hc := &infrav1.HarvesterCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{clusterv1.WatchLabel: shard}},
 			Spec: infrav1.HarvesterClusterSpec{
 				IdentitySecret:  infrav1.SecretReference{Name: name + "-identity"},
 				TargetNamespace: target,
@@ -89,8 +99,9 @@ var _ = Describe("Two management clusters sharing a Harvester namespace", func()
 		// prod-cp-0 is the first cluster's machine name too; prod-cp-1 is the second's only.
 		for _, m := range []string{"prod-cp-0", "prod-cp-1"} {
 			Expect(to.Create(ctx, &infrav1.HarvesterMachine{
-				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: m, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-				Spec:       machineSpec(),
+				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: m, Labels: map[string]string{
+					clusterv1.ClusterNameLabel: name, clusterv1.WatchLabel: shard}},
+				Spec: machineSpec(),
 			})).To(Succeed())
 			Expect(to.Create(ctx, &clusterv1.Machine{
 				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: m, Labels: map[string]string{
@@ -148,6 +159,18 @@ var _ = Describe("Two management clusters sharing a Harvester namespace", func()
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: "prod-cp-0"}, vm)).To(Succeed())
 		Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelCluster, a.guest().ID()), "the first cluster's VM keeps its labels")
 		Expect(vm.UID).To(Equal(types.UID(before["VirtualMachine prod-cp-0"])))
+
+		By("the sharded manager writes its guest's ClusterResourceSet again at once when it is deleted by hand")
+		crs := &addonsv1.ClusterResourceSet{}
+		crsKey := client.ObjectKey{Namespace: namespace, Name: controllers.AddonsResourceSetName(name)}
+		Expect(to.Get(ctx, crsKey, crs)).To(Succeed())
+		Expect(crs.Labels).NotTo(HaveKey(clusterv1.WatchLabel), "a kind the filter label is not on")
+		Expect(to.Delete(ctx, crs)).To(Succeed())
+		Eventually(func(g Gomega) {
+			again := &addonsv1.ClusterResourceSet{}
+			g.Expect(to.Get(ctx, crsKey, again)).To(Succeed())
+			g.Expect(again.UID).NotTo(Equal(crs.UID))
+		}).WithTimeout(30*time.Second).Should(Succeed(), "not left to the 10-minute resync")
 
 		By("deleting the second cluster leaves the first exactly as it was")
 		Expect(to.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})).To(Succeed())
