@@ -43,20 +43,13 @@ func usesIPPools(spec *infrav1.HarvesterMachineSpec) bool {
 	return false
 }
 
-func nicName(n infrav1.Network, i int) string {
-	if n.Name != "" {
-		return n.Name
-	}
-	return fmt.Sprintf("nic-%d", i)
-}
-
 // nicMAC is the MAC a NIC has in the VM: the spec's, else (on a machine with IP pools) the
 // one the provider derives and pins.
 func nicMAC(hm *infrav1.HarvesterMachine, n infrav1.Network, i int) string {
 	if n.MACAddress != "" {
 		return n.MACAddress
 	}
-	return harvester.StaticMAC(hm.Namespace, hm.Name, nicName(n, i))
+	return harvester.StaticMAC(hm.Namespace, hm.Name, hm.Spec.NICName(i))
 }
 
 // reconcileIPAddresses makes one IPAddressClaim per NIC and pool, owned by the machine, and
@@ -71,7 +64,7 @@ func (r *HarvesterMachineReconciler) reconcileIPAddresses(ctx context.Context, s
 	}
 	var claimed []infrav1.ClaimedIPAddress
 	for i, n := range hm.Spec.Networks {
-		nic := nicName(n, i)
+		nic := hm.Spec.NICName(i)
 		for j, ref := range n.AddressesFromPools {
 			claim, err := r.ensureClaim(ctx, s, nic, j, ref)
 			if err != nil {
@@ -232,8 +225,10 @@ func staticNetworkData(hm *infrav1.HarvesterMachine) ([]byte, map[string]string,
 	}
 	macs := map[string]string{}
 	nics := make([]harvester.StaticNIC, 0, len(hm.Spec.Networks))
-	for i, n := range hm.Spec.Networks {
-		nic := harvester.StaticNIC{Name: nicName(n, i), MAC: nicMAC(hm, n, i), Nameservers: n.Nameservers}
+	// In the VM's order: the management NIC, listed first, gets the default route.
+	for _, i := range hm.Spec.NICOrder() {
+		n := hm.Spec.Networks[i]
+		nic := harvester.StaticNIC{Name: hm.Spec.NICName(i), MAC: nicMAC(hm, n, i), Nameservers: n.Nameservers}
 		macs[nic.Name] = nic.MAC
 		for _, a := range byNIC[nic.Name] {
 			ip, prefix, err := splitCIDR(a.Address)
@@ -261,12 +256,12 @@ func splitCIDR(cidr string) (string, int32, error) {
 }
 
 // claimedMachineAddresses are the claimed addresses as machine addresses: the management NIC's
-// (the first) as InternalIP, the others' as ExternalIP.
+// (the one that sets `management`, else the first) as InternalIP, the others' as ExternalIP.
 func claimedMachineAddresses(hm *infrav1.HarvesterMachine) []clusterv1.MachineAddress {
 	if len(hm.Spec.Networks) == 0 {
 		return nil
 	}
-	mgmt := nicName(hm.Spec.Networks[0], 0)
+	mgmt := harvester.ManagementNetworkName(&hm.Spec)
 	var out []clusterv1.MachineAddress
 	for _, a := range hm.Status.IPAddresses {
 		ip, _, err := splitCIDR(a.Address)
@@ -289,7 +284,7 @@ func (r *HarvesterMachineReconciler) releaseIPAddresses(ctx context.Context, hm 
 	for i, n := range hm.Spec.Networks {
 		for j := range n.AddressesFromPools {
 			claim := &ipamv1.IPAddressClaim{}
-			key := client.ObjectKey{Namespace: hm.Namespace, Name: harvester.IPAddressClaimName(hm.Name, nicName(n, i), j)}
+			key := client.ObjectKey{Namespace: hm.Namespace, Name: harvester.IPAddressClaimName(hm.Name, hm.Spec.NICName(i), j)}
 			if err := r.Client.Get(ctx, key, claim); err != nil {
 				if apierrors.IsNotFound(err) {
 					continue

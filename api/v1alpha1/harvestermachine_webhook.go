@@ -77,9 +77,7 @@ func (s *HarvesterMachineSpec) Default() {
 	anyBootOrder := false
 	for i := range s.Disks {
 		d := &s.Disks[i]
-		if d.Name == "" {
-			d.Name = fmt.Sprintf("disk-%d", i)
-		}
+		d.Name = s.DiskName(i)
 		if d.Bus == "" {
 			d.Bus = DiskBusVirtio
 		}
@@ -89,9 +87,7 @@ func (s *HarvesterMachineSpec) Default() {
 		s.Disks[0].BootOrder = ptr.To[int32](1)
 	}
 	for i := range s.Networks {
-		if s.Networks[i].Name == "" {
-			s.Networks[i].Name = fmt.Sprintf("nic-%d", i)
-		}
+		s.Networks[i].Name = s.NICName(i)
 	}
 	for i := range s.HostDevices {
 		if s.HostDevices[i].Name == "" {

@@ -114,8 +114,9 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 
 	interfaces := make([]kubevirtv1.Interface, 0, len(spec.Networks))
 	networks := make([]kubevirtv1.Network, 0, len(spec.Networks))
-	for i, n := range spec.Networks {
-		name := networkName(spec, i)
+	for _, i := range spec.NICOrder() {
+		n := spec.Networks[i]
+		name := spec.NICName(i)
 		mac := n.MACAddress
 		if mac == "" {
 			mac = in.MACAddresses[name]
@@ -214,10 +215,7 @@ func buildDisks(in *VMInput) ([]corev1.PersistentVolumeClaim, []kubevirtv1.Disk,
 	var names []string
 	pvcLabels := MachineLabels(in)
 	for i, d := range m.Spec.Disks {
-		name := d.Name
-		if name == "" {
-			name = fmt.Sprintf("disk-%d", i)
-		}
+		name := m.Spec.DiskName(i)
 		claim := ClaimName(m, name)
 		pvc := corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: claim, Labels: pvcLabels},
@@ -322,18 +320,13 @@ func affinity(in *VMInput, labels map[string]string) *corev1.Affinity {
 	return a
 }
 
-// NetworkNames are the VM's interface names, the management NIC's first, then the others in
-// spec order (the VM keeps spec order).
+// NetworkNames are the VM's interface names in the VM's order: the management NIC's first, then
+// the others in spec order.
 func NetworkNames(spec *infrav1.HarvesterMachineSpec) []string {
-	names := make([]string, 0, len(spec.Networks))
-	mgmt := ManagementNetworkName(spec)
-	if mgmt != "" {
-		names = append(names, mgmt)
-	}
-	for i := range spec.Networks {
-		if name := networkName(spec, i); name != mgmt {
-			names = append(names, name)
-		}
+	order := spec.NICOrder()
+	names := make([]string, 0, len(order))
+	for _, i := range order {
+		names = append(names, spec.NICName(i))
 	}
 	return names
 }
@@ -341,22 +334,10 @@ func NetworkNames(spec *infrav1.HarvesterMachineSpec) []string {
 // ManagementNetworkName is the interface name of the machine's management NIC: the one that
 // sets `management`, else the first; "" without NICs.
 func ManagementNetworkName(spec *infrav1.HarvesterMachineSpec) string {
-	for i, n := range spec.Networks {
-		if n.Management {
-			return networkName(spec, i)
-		}
+	if i := spec.ManagementNIC(); i >= 0 {
+		return spec.NICName(i)
 	}
-	if len(spec.Networks) == 0 {
-		return ""
-	}
-	return networkName(spec, 0)
-}
-
-func networkName(spec *infrav1.HarvesterMachineSpec, i int) string {
-	if name := spec.Networks[i].Name; name != "" {
-		return name
-	}
-	return fmt.Sprintf("nic-%d", i)
+	return ""
 }
 
 func hostDevices(devices []infrav1.HostDevice, prefix string) []kubevirtv1.HostDevice {

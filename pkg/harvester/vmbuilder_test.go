@@ -142,8 +142,18 @@ func TestBuildVMWithDevicesCPUModelAndManagementNIC(t *testing.T) {
 		{Name: "nvme", DeviceName: "samsung.com/NVME_SSD"},
 	}))
 	g.Expect(domain.Devices.GPUs).To(Equal([]kubevirtv1.GPU{{Name: "gpu-0", DeviceName: "nvidia.com/NVIDIA_A2-4Q"}}))
-	g.Expect(domain.Devices.Interfaces[0].Name).To(Equal("nic-0"), "the VM keeps the NICs in spec order")
-	g.Expect(vm.Spec.Template.ObjectMeta.Annotations).To(HaveKeyWithValue(AnnotationManagementNetwork, "storage"))
+	// Harvester's load balancer takes a backend's address from the first interface KubeVirt
+	// lists, in the VM's order: the management NIC goes first, the others keep spec order.
+	var nics, networks []string
+	for i, n := range domain.Devices.Interfaces {
+		nics = append(nics, n.Name)
+		networks = append(networks, vm.Spec.Template.Spec.Networks[i].Name)
+	}
+	g.Expect(nics).To(Equal([]string{"storage", "nic-0"}))
+	g.Expect(networks).To(Equal(nics), "each interface with its network")
+	g.Expect(vm.Spec.Template.Spec.Networks[0].Multus.NetworkName).To(Equal(in.Machine.Spec.Networks[1].NetworkName))
+	g.Expect(NetworkNames(&in.Machine.Spec)).To(Equal(nics))
+	g.Expect(vm.Spec.Template.ObjectMeta.Annotations).NotTo(HaveKey(AnnotationManagementNetwork), "the management NIC is first")
 
 	vm, err = BuildVM(testInput())
 	g.Expect(err).NotTo(HaveOccurred())

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -87,6 +88,34 @@ var _ = Describe("HarvesterCluster", func() {
 		leakFree(tc.Target)
 		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(identity), identity)).To(Succeed())
 		Expect(identity.Finalizers).NotTo(ContainElement(controllers.IdentityFinalizer), "released with the last cluster that used it")
+	})
+
+	// Harvester's load balancer reaches a VM backend at the first IPv4 of its VMI's interfaces,
+	// which KubeVirt lists in the VM's order: a control-plane machine whose management NIC is
+	// second in its spec is still reached at its InternalIP, its only one.
+	It("puts the management NIC first, so the load balancer reaches the control plane at its InternalIP", func() {
+		tc := newTestCluster("mgmtnic", "mgmtnic")
+		spec := machineSpec()
+		spec.Networks = []infrav1.Network{{NetworkName: "default/vlan20"}, {NetworkName: "default/vlan10", Management: true}}
+		tc.controlPlaneMachineWith("mgmtnic-cp-0", spec)
+		hm := tc.provisionedMachines(1)[0]
+		var internal []string
+		for _, a := range hm.Status.Addresses {
+			if a.Type == clusterv1.MachineInternalIP {
+				internal = append(internal, a.Address)
+			}
+		}
+		Expect(internal).To(HaveLen(1), "%v", hm.Status.Addresses)
+		vm := &kubevirtv1.VirtualMachine{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: hm.Name}, vm)).To(Succeed())
+		Expect(vm.Spec.Template.Spec.Networks[0].Multus.NetworkName).To(Equal("default/vlan10"), "the management NIC first")
+		Eventually(func(g Gomega) {
+			lb := &lbv1.LoadBalancer{}
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: tc.guest().LoadBalancerName()}, lb)).To(Succeed())
+			g.Expect(lb.Status.BackendServers).To(Equal(internal))
+		}).Should(Succeed())
+		deleteCluster(tc)
+		leakFree(tc.Target)
 	})
 
 	It("leaves an externally managed HarvesterCluster alone", func() {

@@ -167,9 +167,14 @@ func leakFree(target string) {
 // control-plane provider runs in these tests, and CAPI counts the control plane as initialised
 // once such a Machine has a Node.
 func (tc *testCluster) controlPlaneMachine(name string) *clusterv1.Machine {
+	return tc.controlPlaneMachineWith(name, machineSpec())
+}
+
+// controlPlaneMachineWith is controlPlaneMachine with a spec of the test's.
+func (tc *testCluster) controlPlaneMachineWith(name string, spec infrav1.HarvesterMachineSpec) *clusterv1.Machine {
 	Expect(mgmt().Create(ctx, &infrav1.HarvesterMachine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: tc.Name}},
-		Spec:       machineSpec(),
+		Spec:       spec,
 	})).To(Succeed())
 	m := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: name, Labels: map[string]string{

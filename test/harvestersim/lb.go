@@ -335,8 +335,10 @@ func (r *lbReconciler) ensureBackends(ctx context.Context, lb *lbv1.LoadBalancer
 		if vmi.DeletionTimestamp != nil || vmi.Status.Phase != kubevirtv1.Running {
 			continue
 		}
+		// As harvester-load-balancer's servicelb does: the first IPv4 of the VMI's interface
+		// list, whichever interface reports it.
 		for _, iface := range vmi.Status.Interfaces {
-			if iface.Name != "" && iface.IP != "" {
+			if ip := net.ParseIP(iface.IP); ip.To4() != nil {
 				servers = append(servers, iface.IP)
 				break
 			}
