@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,8 +76,9 @@ func (r *GuestVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Client.Get(ctx, req.NamespacedName, hc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	// A deleting cluster keeps the record it has: its deletion works from it.
-	if !hc.DeletionTimestamp.IsZero() {
+	// A deleting cluster keeps the record it has: its deletion works from it. An externally
+	// managed one is not the provider's to write (CAPI's contract).
+	if !hc.DeletionTimestamp.IsZero() || annotations.IsExternallyManaged(hc) {
 		return ctrl.Result{}, nil
 	}
 	cluster, err := util.GetOwnerCluster(ctx, r.Client, hc.ObjectMeta)
@@ -113,6 +115,15 @@ func (r *GuestVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, fmt.Errorf("listing the guest's PersistentVolumes: %w", err)
 	}
 	volumes := GuestVolumeHandles(pvs.Items)
+	// The record deletion reads, in an annotation that clusterctl move carries, then the status
+	// that shows it.
+	if hc.Annotations[infrav1.GuestVolumesAnnotation] != strings.Join(volumes, ",") {
+		before := hc.DeepCopy()
+		annotations.AddAnnotations(hc, map[string]string{infrav1.GuestVolumesAnnotation: strings.Join(volumes, ",")})
+		if err := r.Client.Patch(ctx, hc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	if slices.Equal(volumes, hc.Status.GuestVolumes) {
 		return ctrl.Result{}, nil
 	}
@@ -122,6 +133,19 @@ func (r *GuestVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
+}
+
+// recordedGuestVolumes are the guest's volumes a HarvesterCluster recorded: its annotation's
+// and its status's (a cluster that has not written the annotation yet, or whose status a move
+// dropped).
+func recordedGuestVolumes(hc *infrav1.HarvesterCluster) []string {
+	var names []string
+	if record := hc.Annotations[infrav1.GuestVolumesAnnotation]; record != "" {
+		names = strings.Split(record, ",")
+	}
+	names = append(names, hc.Status.GuestVolumes...)
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // GuestVolumeHandles are the Harvester claims behind the guest PersistentVolumes that the
@@ -142,13 +166,13 @@ func GuestVolumeHandles(pvs []corev1.PersistentVolume) []string {
 }
 
 // deleteGuestVolumes deletes, at the cluster's deletion, the Harvester volumes the guest's CSI
-// driver made, as status.guestVolumes records them. The guest (whose CSI credential may delete
+// driver made, as the cluster recorded them (recordedGuestVolumes). The guest (whose CSI credential may delete
 // any claim of the target namespace anyway) cannot use the record to reach further: a claim with
 // this provider's labels (a machine's disk) or one that a VM still uses (another cluster's) is
 // left alone, with a warning event.
 func (r *HarvesterClusterReconciler) deleteGuestVolumes(ctx context.Context, s *clusterScope) error {
 	hc := s.hc
-	outcomes, err := (&harvester.GuestVolumeService{C: s.client}).Delete(ctx, hc.Spec.TargetNamespace, hc.Status.GuestVolumes)
+	outcomes, err := (&harvester.GuestVolumeService{C: s.client}).Delete(ctx, hc.Spec.TargetNamespace, recordedGuestVolumes(hc))
 	for _, o := range outcomes {
 		switch {
 		case o.Deleted:

@@ -32,6 +32,13 @@ const (
 	// leave it out.
 	LoadBalancerAnnotation = "harvester.infrastructure.cluster.x-k8s.io/control-plane-load-balancer"
 
+	// GuestVolumesAnnotation records, comma-separated, the Harvester volumes the guest's CSI
+	// driver made (status.guestVolumes shows the same list), for the cluster's deletion to delete
+	// them when the guest is gone: clusterctl move carries annotations but not status, and the
+	// driver puts no label on those volumes from which the list could be rebuilt. The webhooks keep
+	// it through updates that leave it out.
+	GuestVolumesAnnotation = "harvester.infrastructure.cluster.x-k8s.io/guest-volumes"
+
 	// AddonsLabel, on a Cluster with the Cluster's own name as value, selects the
 	// ClusterResourceSet that installs the guest's Harvester addons (the cluster templates set
 	// it). Without it no addon reaches the guest, and the AddonsReady condition says so.

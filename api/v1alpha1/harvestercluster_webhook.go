@@ -45,7 +45,7 @@ func (w *HarvesterClusterWebhook) Default(ctx context.Context, c *HarvesterClust
 }
 
 // keptAnnotations are the provider's records on a HarvesterCluster that an update cannot drop.
-var keptAnnotations = []string{OwnerMarkAnnotation, LoadBalancerAnnotation}
+var keptAnnotations = []string{OwnerMarkAnnotation, LoadBalancerAnnotation, GuestVolumesAnnotation}
 
 // keepProviderAnnotations copies the old object's provider annotations onto an update that has
 // none of them.

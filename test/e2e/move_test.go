@@ -9,8 +9,11 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -20,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
@@ -75,6 +79,34 @@ var _ = Describe("clusterctl move", func() {
 				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
 			}
 		}).WithTimeout(time.Minute).Should(Succeed())
+		By("recording a volume the guest's CSI driver made on Harvester")
+		// As the Harvester CSI driver provisions: a claim in the target namespace, named by the
+		// guest's PersistentVolume's volume handle.
+		guestVolume := "pvc-" + string(uuid.NewUUID())
+		Expect(harvesterClient().Create(ctx, &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: guestVolume},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: ptr.To("harvester-longhorn"),
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		})).To(Succeed())
+		Expect(tc.Guest.Env.Client.Create(ctx, &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: guestVolume},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+					Driver: controllers.CSIDriverName, VolumeHandle: guestVolume,
+				}},
+			},
+		})).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), tc.HarvesterCluster)).To(Succeed())
+			g.Expect(tc.HarvesterCluster.Annotations).To(HaveKeyWithValue(infrav1.GuestVolumesAnnotation, guestVolume))
+		}).WithTimeout(time.Minute).Should(Succeed())
+
 		before := harvesterObjects(Default, tc.Target)
 		Expect(before).To(HaveKey("VirtualMachine move-cp-0"))
 		Expect(before).To(HaveKey("LoadBalancer " + tc.HarvesterCluster.Status.LoadBalancer.Name))
@@ -180,6 +212,8 @@ var _ = Describe("clusterctl move", func() {
 			// Its UID is new; the owner mark, which names its objects on Harvester, is not.
 			g.Expect(hc.UID).NotTo(Equal(tc.HarvesterCluster.UID))
 			g.Expect(hc.Annotations).To(HaveKeyWithValue(infrav1.OwnerMarkAnnotation, tc.guest().Mark))
+			// The record of the guest's volumes that deletion reads (status does not move).
+			g.Expect(hc.Annotations).To(HaveKeyWithValue(infrav1.GuestVolumesAnnotation, guestVolume))
 			hms := &infrav1.HarvesterMachineList{}
 			g.Expect(to.List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
 			g.Expect(hms.Items).To(HaveLen(2))
@@ -225,5 +259,7 @@ var _ = Describe("clusterctl move", func() {
 			g.Expect(clusters.Items).To(BeEmpty())
 		}).WithTimeout(time.Minute).Should(Succeed())
 		leakFree(tc.Target)
+		err = harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: guestVolume}, &corev1.PersistentVolumeClaim{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the guest's volume is deleted with the cluster: %v", err)
 	})
 })
