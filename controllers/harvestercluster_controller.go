@@ -34,9 +34,6 @@ const (
 	IdentityFinalizer = "harvestercluster.infrastructure.cluster.x-k8s.io/identity-in-use"
 	// MoveLabel makes clusterctl move take the identity Secret along.
 	MoveLabel = "clusterctl.cluster.x-k8s.io/move"
-	// dhcpPatience is how long a dhcp load balancer may wait for a lease before the condition
-	// says so.
-	dhcpPatience = 2 * time.Minute
 )
 
 // HarvesterClusterReconciler reconciles HarvesterClusters: the connection to Harvester, the

@@ -536,7 +536,7 @@ func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineSco
 		return r.harvesterResult(ctx, err, s.reportVM)
 	}
 	if !created {
-		return ctrl.Result{Requeue: true}, nil // made meanwhile: look at it again
+		return ctrl.Result{RequeueAfter: staleReadRetry}, nil // made meanwhile: look at it again
 	}
 	r.Recorder.Eventf(hm, corev1.EventTypeNormal, "VirtualMachineCreated", "Created VM %s/%s on Harvester", vm.Namespace, vm.Name)
 	setVMCondition(hm, metav1.ConditionFalse, infrav1.VMCreatingReason, "the VM was created; Harvester prepares its volumes")
