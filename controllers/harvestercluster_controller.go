@@ -310,7 +310,7 @@ func (r *HarvesterClusterReconciler) reconcileFailureDomains(ctx context.Context
 	s.hc.Status.FailureDomains = domains
 	if byHost {
 		setClusterCondition(s.hc, infrav1.FailureDomainsReadyCondition, metav1.ConditionTrue, infrav1.HostsReason,
-			fmt.Sprintf("no Harvester host has a %s label: each of the %d hosts is a failure domain", harvester.LabelZone, len(domains)))
+			fmt.Sprintf("no Harvester host has a %s label: each of the %d hosts is a failure domain for worker pools that name one (a machine placed there is pinned to its host); the control plane is spread over hosts by anti-affinity", harvester.LabelZone, len(domains)))
 	} else {
 		setClusterCondition(s.hc, infrav1.FailureDomainsReadyCondition, metav1.ConditionTrue, infrav1.ZonesReason,
 			fmt.Sprintf("%d zones", len(domains)))

@@ -570,15 +570,18 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 	hm.Status.VirtualMachine.Name = vm.Name
 	hm.Status.VirtualMachine.UID = string(vm.UID)
 	hm.Status.VirtualMachine.PrintableStatus = string(vm.Status.PrintableStatus)
-	if s.machine.Spec.FailureDomain != "" {
-		hm.Status.FailureDomain = s.machine.Spec.FailureDomain
-	}
 	st, err := vms.Observe(ctx, vm, hm)
 	if err != nil {
 		return r.harvesterResult(ctx, err, s.reportVM)
 	}
 	if st.VMI != nil {
 		hm.Status.VirtualMachine.Host = st.Host
+		// Where the VM runs, not what was asked (the same, as placement is required, unless
+		// the domains changed since).
+		host := &corev1.Node{}
+		if st.Host != "" && vms.C.Cache.Get(ctx, client.ObjectKey{Name: st.Host}, host) == nil {
+			hm.Status.FailureDomain = harvester.FailureDomainOf(host, s.hc.Status.FailureDomains)
+		}
 	}
 	if st.VMI != nil && st.VMI.Status.Phase == kubevirtv1.Running {
 		// The claimed addresses stay first, also before the guest agent reports them.

@@ -343,7 +343,8 @@ type HarvesterMachineStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	Addresses []clusterv1.MachineAddress `json:"addresses,omitempty"`
 
-	// failureDomain the VM was placed in.
+	// failureDomain the VM runs in: its host's zone, or its host when the failure domains are
+	// hosts; empty until the VM is scheduled, or when its host is in none of them.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256

@@ -78,13 +78,21 @@ func CheckTargetNamespaceAccess(ctx context.Context, c client.Client, namespace 
 	return nil
 }
 
+// LabelWitness marks a Harvester witness node (v1.3+): it holds etcd's quorum and runs no VM.
+const LabelWitness = "node-role.harvesterhci.io/witness"
+
 // FailureDomains lists Harvester's zones as failure domains (with their region), or, when no
-// host has a zone label, each schedulable host as its own failure domain. byHost tells which.
+// host has a zone label, each host as its own failure domain, for worker pools that name one
+// (not the control plane: a VM placed in a host's domain is pinned to that host, and a control
+// plane spread by our soft anti-affinity instead can still live-migrate off a host in
+// maintenance). byHost tells which. Witness nodes run no VM and are no failure domain; a
+// cordoned host (maintenance, an upgrade) still is, so that the list does not change while
+// Harvester drains it.
 func FailureDomains(nodes []corev1.Node) (domains []clusterv1.FailureDomain, byHost bool) {
 	zones := map[string]string{}
 	var hosts []string
 	for _, n := range nodes {
-		if n.Spec.Unschedulable {
+		if _, witness := n.Labels[LabelWitness]; witness || !n.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if z := n.Labels[LabelZone]; z != "" {
@@ -105,10 +113,28 @@ func FailureDomains(nodes []corev1.Node) (domains []clusterv1.FailureDomain, byH
 	} else {
 		byHost = true
 		for _, h := range hosts {
-			domains = append(domains, clusterv1.FailureDomain{Name: h, ControlPlane: ptr.To(true),
+			domains = append(domains, clusterv1.FailureDomain{Name: h, ControlPlane: ptr.To(false),
 				Attributes: map[string]string{FailureDomainTopologyKey: LabelHostname}})
 		}
 	}
 	slices.SortFunc(domains, func(a, b clusterv1.FailureDomain) int { return cmp.Compare(a.Name, b.Name) })
 	return domains, byHost
+}
+
+// FailureDomainOf is the failure domain a host is in, among domains: its zone, or the host
+// itself when the domains are hosts; "" when it is in none of them.
+func FailureDomainOf(node *corev1.Node, domains []clusterv1.FailureDomain) string {
+	for _, fd := range domains {
+		switch fd.Attributes[FailureDomainTopologyKey] {
+		case LabelHostname:
+			if fd.Name == node.Name {
+				return fd.Name
+			}
+		default:
+			if fd.Name == node.Labels[LabelZone] {
+				return fd.Name
+			}
+		}
+	}
+	return ""
 }

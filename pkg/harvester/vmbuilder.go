@@ -278,9 +278,9 @@ func tpm(f infrav1.Firmware) *kubevirtv1.TPMDevice {
 	return &kubevirtv1.TPMDevice{}
 }
 
-// affinity merges the user's affinity with the provider's: the failure domain (required for a
-// zone; only preferred for a single host, so the VM can still live-migrate during maintenance)
-// and soft anti-affinity between the cluster's machines of the same role.
+// affinity merges the user's affinity with the provider's: the failure domain, required (CAPI's
+// contract: the machine is placed in it; a host's domain pins the VM to the host), and soft
+// anti-affinity between the cluster's machines of the same role.
 func affinity(in *VMInput, labels map[string]string) *corev1.Affinity {
 	a := &corev1.Affinity{}
 	if user := in.Machine.Spec.Affinity; user != nil {
@@ -291,20 +291,15 @@ func affinity(in *VMInput, labels map[string]string) *corev1.Affinity {
 		if a.NodeAffinity == nil {
 			a.NodeAffinity = &corev1.NodeAffinity{}
 		}
-		if in.FailureDomainKey == LabelHostname {
-			a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
-				corev1.PreferredSchedulingTerm{Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req}}})
-		} else {
-			required := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-			if required == nil || len(required.NodeSelectorTerms) == 0 {
-				required = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
-			}
-			// Terms are ORed: the zone must hold in each of them.
-			for i := range required.NodeSelectorTerms {
-				required.NodeSelectorTerms[i].MatchExpressions = append(required.NodeSelectorTerms[i].MatchExpressions, req)
-			}
-			a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = required
+		required := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		if required == nil || len(required.NodeSelectorTerms) == 0 {
+			required = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
 		}
+		// Terms are ORed: the failure domain must hold in each of them.
+		for i := range required.NodeSelectorTerms {
+			required.NodeSelectorTerms[i].MatchExpressions = append(required.NodeSelectorTerms[i].MatchExpressions, req)
+		}
+		a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = required
 	}
 	if a.PodAntiAffinity == nil {
 		a.PodAntiAffinity = &corev1.PodAntiAffinity{}

@@ -103,8 +103,9 @@ func TestAffinityForFailureDomains(t *testing.T) {
 	vm, err = BuildVM(host)
 	g.Expect(err).NotTo(HaveOccurred())
 	na := vm.Spec.Template.Spec.Affinity.NodeAffinity
-	g.Expect(na.RequiredDuringSchedulingIgnoredDuringExecution).To(BeNil(), "a single host is only preferred: live migration must stay possible")
-	g.Expect(na.PreferredDuringSchedulingIgnoredDuringExecution).To(HaveLen(1))
+	g.Expect(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms).To(ConsistOf(corev1.NodeSelectorTerm{
+		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{"harvester-2"}}},
+	}), "CAPI's contract: the machine is placed in its failure domain")
 
 	anti := vm.Spec.Template.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
 	g.Expect(anti).To(HaveLen(1))

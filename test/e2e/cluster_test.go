@@ -106,6 +106,11 @@ var _ = Describe("HarvesterCluster", func() {
 			}
 		}
 		Expect(internal).To(HaveLen(1), "%v", hm.Status.Addresses)
+		// No failure domain was asked for: status says the one the VM runs in, its host's zone.
+		node := &corev1.Node{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: hm.Status.VirtualMachine.Host}, node)).To(Succeed())
+		Expect(hm.Status.FailureDomain).To(Equal(node.Labels[harvester.LabelZone]))
+		Expect(hm.Status.FailureDomain).NotTo(BeEmpty())
 		vm := &kubevirtv1.VirtualMachine{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: hm.Name}, vm)).To(Succeed())
 		Expect(vm.Spec.Template.Spec.Networks[0].Multus.NetworkName).To(Equal("default/vlan10"), "the management NIC first")

@@ -1,0 +1,47 @@
+package harvester
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func host(name string, labels map[string]string, cordoned bool) corev1.Node {
+	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{Unschedulable: cordoned}}
+}
+
+// A witness node runs no VM and is no failure domain; a cordoned host (maintenance, an upgrade)
+// stays one, so that the list does not flap while Harvester drains it. Hosts are failure domains
+// for worker pools only: placement in a domain is required, which pins a VM to a host.
+func TestFailureDomainsLeaveOutWitnessesAndKeepCordonedHosts(t *testing.T) {
+	g := NewWithT(t)
+	witness := map[string]string{LabelWitness: "true"}
+	domains, byHost := FailureDomains([]corev1.Node{
+		host("h1", nil, false), host("h2", nil, true), host("w", witness, false),
+	})
+	g.Expect(byHost).To(BeTrue())
+	var names []string
+	for _, fd := range domains {
+		names = append(names, fd.Name)
+		g.Expect(fd.ControlPlane).To(Equal(ptr.To(false)), fd.Name)
+	}
+	g.Expect(names).To(Equal([]string{"h1", "h2"}))
+	g.Expect(FailureDomainOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "h2"}}, domains)).To(Equal("h2"))
+	g.Expect(FailureDomainOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w"}}, domains)).To(BeEmpty())
+
+	zoneA, zoneB := map[string]string{LabelZone: "a"}, map[string]string{LabelZone: "b"}
+	domains, byHost = FailureDomains([]corev1.Node{
+		host("h1", zoneA, false), host("h2", zoneB, true), host("w", map[string]string{LabelWitness: "true", LabelZone: "c"}, false),
+	})
+	g.Expect(byHost).To(BeFalse())
+	names = nil
+	for _, fd := range domains {
+		names = append(names, fd.Name)
+		g.Expect(fd.ControlPlane).To(Equal(ptr.To(true)), fd.Name)
+	}
+	g.Expect(names).To(Equal([]string{"a", "b"}), "zone b's only host is cordoned, not gone; zone c has only a witness")
+	g.Expect(FailureDomainOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "h9", Labels: zoneB}}, domains)).To(Equal("b"))
+}
