@@ -81,6 +81,22 @@ const (
 	RunStrategyRerunOnFailure RunStrategy = "RerunOnFailure"
 )
 
+// GuestAgent says what cloud-init does about qemu-guest-agent, which reports a VM's addresses to
+// Harvester.
+// +kubebuilder:validation:Enum=Install;Enable;None
+type GuestAgent string
+
+const (
+	// GuestAgentInstall installs the package (from the image's package mirror) and starts it.
+	GuestAgentInstall GuestAgent = "Install"
+	// GuestAgentEnable starts the agent the image brings, and installs nothing: for sites whose
+	// guests reach no package mirror.
+	GuestAgentEnable GuestAgent = "Enable"
+	// GuestAgentNone leaves the agent to the image. Without a running agent Harvester learns no
+	// address, so the management NIC must take its addresses from IP pools.
+	GuestAgentNone GuestAgent = "None"
+)
+
 // HarvesterMachineSpec is the desired state of a guest-cluster node's VM on Harvester.
 // +kubebuilder:validation:XValidation:rule="!has(self.networkData) || size(self.networkData) == 0 || !self.networks.exists(n, has(n.addressesFromPools) && size(n.addressesFromPools) > 0)",message="must be empty when a NIC takes addresses from IP pools (networks[].addressesFromPools): the provider writes the network-data",fieldPath=".networkData"
 type HarvesterMachineSpec struct {
@@ -178,6 +194,14 @@ type HarvesterMachineSpec struct {
 	// runStrategy of the VM: `RerunOnFailure` (the default) or `Always`.
 	// +optional
 	RunStrategy RunStrategy `json:"runStrategy,omitempty"`
+
+	// guestAgent says what cloud-init does about qemu-guest-agent: `Install` (the default: the
+	// package from the image's mirror, then started), `Enable` (the image has it: only started)
+	// or `None`. A machine whose management NIC takes static addresses from IP pools is
+	// provisioned from them without waiting for the agent; any other learns its addresses from
+	// the agent, so `None` needs static addresses on the management NIC.
+	// +optional
+	GuestAgent GuestAgent `json:"guestAgent,omitempty"`
 }
 
 // Disk is one disk of a machine's VM.

@@ -139,6 +139,7 @@ func (s *HarvesterMachineSpec) validate(path *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, s.validateNetworkData(path)...)
+	errs = append(errs, s.validateGuestAgent(path)...)
 	errs = append(errs, validateAffinity(path.Child("affinity"), s.Affinity)...)
 
 	for i, kp := range s.SSHKeyPairs {
@@ -297,6 +298,20 @@ func validatePoolRefs(path *field.Path, refs []IPPoolReference) field.ErrorList 
 		seen[ref] = true
 	}
 	return errs
+}
+
+// validateGuestAgent refuses `guestAgent: None` on a machine whose management NIC takes no
+// static address: only the guest agent would tell its address, and the machine would wait for
+// ever.
+func (s *HarvesterMachineSpec) validateGuestAgent(path *field.Path) field.ErrorList {
+	if s.GuestAgent != GuestAgentNone {
+		return nil
+	}
+	if i := s.ManagementNIC(); i >= 0 && len(s.Networks[i].AddressesFromPools) > 0 {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(path.Child("guestAgent"),
+		"None needs static addresses on the management NIC (addressesFromPools): without qemu-guest-agent Harvester learns no address of the VM; use Enable when the image has the agent")}
 }
 
 // validateNetworkData refuses a user's networkData on a machine whose NICs take addresses from

@@ -267,6 +267,22 @@ func TestWebhookRefusesNetworkDataWithIPPools(t *testing.T) {
 	g.Expect(errs[0].Detail).To(ContainSubstring("networks[0].addressesFromPools"))
 }
 
+// Without qemu-guest-agent Harvester learns no address: `guestAgent: None` is for a management
+// NIC with static addresses only.
+func TestWebhookRefusesNoGuestAgentWithoutStaticAddresses(t *testing.T) {
+	g := NewWithT(t)
+	s := validMachineSpec()
+	s.GuestAgent = GuestAgentNone
+	errs := s.validate(field.NewPath("spec"))
+	g.Expect(fields(errs)).To(ConsistOf("spec.guestAgent: Forbidden"))
+	g.Expect(errs[0].Detail).To(ContainSubstring("addressesFromPools"))
+	s.Networks[0].AddressesFromPools = []IPPoolReference{{APIGroup: IPAMAPIGroup, Kind: "InClusterIPPool", Name: "nodes"}}
+	g.Expect(s.validate(field.NewPath("spec"))).To(BeEmpty())
+	s.GuestAgent = GuestAgentEnable
+	s.Networks[0].AddressesFromPools = nil
+	g.Expect(s.validate(field.NewPath("spec"))).To(BeEmpty())
+}
+
 // The owner mark names the cluster's objects on Harvester: once recorded it is neither changed
 // nor removed, a malformed one is refused, and a cluster that an earlier version reconciled
 // (the finalizer, no mark) may only record the empty mark, which keeps its objects' names.

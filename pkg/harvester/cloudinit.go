@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
 // BootstrapFormat is how a bootstrap provider wrote its data.
@@ -56,10 +58,12 @@ type UserDataInput struct {
 	Bootstrap       []byte
 	BootstrapFormat string // CAPI's `format` key, if any
 	SSHPublicKeys   []string
+	// GuestAgent says whether qemu-guest-agent is installed and started (empty: Install).
+	GuestAgent infrav1.GuestAgent
 }
 
 // BuildUserData merges the bootstrap data with what every node needs: qemu-guest-agent (so that
-// Harvester learns the VM's addresses) and the authorised SSH keys. Cloud-config is merged;
+// Harvester learns the VM's addresses; as in.GuestAgent says) and the authorised SSH keys. Cloud-config is merged;
 // a shell script is sent as a MIME multipart message next to a cloud-config part; unknown
 // formats pass through untouched (the image must then bring its own guest agent); Ignition is
 // refused.
@@ -67,10 +71,10 @@ func BuildUserData(in UserDataInput) ([]byte, BootstrapFormat, error) {
 	format := DetectBootstrapFormat(in.Bootstrap, in.BootstrapFormat)
 	switch format {
 	case FormatCloudConfig:
-		out, err := mergeCloudConfig(in.Bootstrap, in.SSHPublicKeys)
+		out, err := mergeCloudConfig(in.Bootstrap, in.SSHPublicKeys, in.GuestAgent)
 		return out, format, err
 	case FormatShellScript:
-		out, err := multipartUserData(additions(in.SSHPublicKeys), in.Bootstrap)
+		out, err := multipartUserData(additions(in.SSHPublicKeys, in.GuestAgent), in.Bootstrap)
 		return out, format, err
 	case FormatIgnition:
 		return nil, format, fmt.Errorf("%w: Ignition; Harvester VMs boot with cloud-init, use a cloud-config bootstrap format", ErrUnsupportedBootstrapFormat)
@@ -79,10 +83,15 @@ func BuildUserData(in UserDataInput) ([]byte, BootstrapFormat, error) {
 }
 
 // additions is the cloud-config the provider adds to every node.
-func additions(sshKeys []string) map[string]any {
-	cfg := map[string]any{
-		"packages": []any{"qemu-guest-agent"},
-		"runcmd":   []any{guestAgentCommand},
+func additions(sshKeys []string, agent infrav1.GuestAgent) map[string]any {
+	cfg := map[string]any{}
+	switch agent {
+	case infrav1.GuestAgentNone:
+	case infrav1.GuestAgentEnable:
+		cfg["runcmd"] = []any{guestAgentCommand}
+	default:
+		cfg["packages"] = []any{"qemu-guest-agent"}
+		cfg["runcmd"] = []any{guestAgentCommand}
 	}
 	if len(sshKeys) > 0 {
 		keys := make([]any, 0, len(sshKeys))
@@ -108,7 +117,7 @@ func splitTemplateHeader(data []byte) ([]byte, []byte) {
 	return bytes.TrimSpace(line), rest
 }
 
-func mergeCloudConfig(bootstrap []byte, sshKeys []string) ([]byte, error) {
+func mergeCloudConfig(bootstrap []byte, sshKeys []string, agent infrav1.GuestAgent) ([]byte, error) {
 	header, _ := splitTemplateHeader(bootstrap)
 	cfg := map[string]any{}
 	if err := yaml.Unmarshal(bootstrap, &cfg); err != nil {
@@ -117,15 +126,19 @@ func mergeCloudConfig(bootstrap []byte, sshKeys []string) ([]byte, error) {
 	if cfg == nil {
 		cfg = map[string]any{}
 	}
-	add := additions(sshKeys)
-	cfg["packages"] = appendMissing(asList(cfg["packages"]), asList(add["packages"])...)
+	add := additions(sshKeys, agent)
+	if pkgs := asList(add["packages"]); len(pkgs) > 0 {
+		cfg["packages"] = appendMissing(asList(cfg["packages"]), pkgs...)
+	}
 	// The guest agent starts before the bootstrap commands, so that the address is known while
 	// a node joins.
-	runcmd := asList(cfg["runcmd"])
-	if !slices.ContainsFunc(runcmd, func(c any) bool { return c == guestAgentCommand }) {
-		runcmd = append([]any{guestAgentCommand}, runcmd...)
+	if _, start := add["runcmd"]; start {
+		runcmd := asList(cfg["runcmd"])
+		if !slices.ContainsFunc(runcmd, func(c any) bool { return c == guestAgentCommand }) {
+			runcmd = append([]any{guestAgentCommand}, runcmd...)
+		}
+		cfg["runcmd"] = runcmd
 	}
-	cfg["runcmd"] = runcmd
 	if keys := asList(add["ssh_authorized_keys"]); len(keys) > 0 {
 		cfg["ssh_authorized_keys"] = appendMissing(asList(cfg["ssh_authorized_keys"]), keys...)
 	}

@@ -1,6 +1,8 @@
 package harvester
 
 import (
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+
 	"errors"
 	"strings"
 	"testing"
@@ -28,6 +30,36 @@ func TestDetectBootstrapFormat(t *testing.T) {
 			t.Errorf("DetectBootstrapFormat(%q, %q) = %s, want %s", c.data, c.declared, got, c.want)
 		}
 	}
+}
+
+// spec.guestAgent: Enable starts the image's agent and installs nothing (no package mirror
+// needed); None leaves the agent alone.
+func TestBuildUserDataFollowsTheGuestAgentChoice(t *testing.T) {
+	g := NewWithT(t)
+	bootstrap := []byte("#cloud-config\nruncmd:\n- kubeadm join\n")
+	for agent, want := range map[infrav1.GuestAgent]struct {
+		packages any
+		runcmd   []any
+	}{
+		infrav1.GuestAgentInstall: {[]any{"qemu-guest-agent"}, []any{guestAgentCommand, "kubeadm join"}},
+		"":                        {[]any{"qemu-guest-agent"}, []any{guestAgentCommand, "kubeadm join"}},
+		infrav1.GuestAgentEnable:  {nil, []any{guestAgentCommand, "kubeadm join"}},
+		infrav1.GuestAgentNone:    {nil, []any{"kubeadm join"}},
+	} {
+		out, _, err := BuildUserData(UserDataInput{Bootstrap: bootstrap, GuestAgent: agent})
+		g.Expect(err).NotTo(HaveOccurred())
+		var cfg map[string]any
+		g.Expect(yaml.Unmarshal(out, &cfg)).To(Succeed())
+		if want.packages == nil {
+			g.Expect(cfg).NotTo(HaveKey("packages"), "%q", agent)
+		} else {
+			g.Expect(cfg["packages"]).To(Equal(want.packages), "%q", agent)
+		}
+		g.Expect(cfg["runcmd"]).To(Equal(want.runcmd), "%q", agent)
+	}
+	script, _, err := BuildUserData(UserDataInput{Bootstrap: []byte("#!/bin/sh\necho hi\n"), GuestAgent: infrav1.GuestAgentNone})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(script)).NotTo(ContainSubstring("qemu-guest-agent"))
 }
 
 func TestBuildUserDataMergesCloudConfig(t *testing.T) {

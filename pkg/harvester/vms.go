@@ -90,6 +90,7 @@ func (s *VMService) Create(ctx context.Context, req *VMRequest) (vm *kubevirtv1.
 	in.Images, in.KeyPairs = resolved.Images, resolved.KeyPairs
 	userData, _, err := BuildUserData(UserDataInput{
 		Bootstrap: req.Bootstrap, BootstrapFormat: req.BootstrapFormat, SSHPublicKeys: resolved.SSHPublicKeys,
+		GuestAgent: in.Machine.Spec.GuestAgent,
 	})
 	if err != nil {
 		return nil, false, &Error{Kind: KindInvalid, Reason: infrav1.UnsupportedBootstrapFormatReason, Message: err.Error(), Err: err}
@@ -153,12 +154,22 @@ func (s *VMService) Observe(ctx context.Context, vm *kubevirtv1.VirtualMachine, 
 		return st, nil
 	}
 	st.Addresses = MachineAddresses(vmi, NetworkNames(&m.Spec), VMName(m.Name))
-	if !HasInternalIP(st.Addresses) {
-		st.Reason, st.Message = infrav1.WaitingForIPReason, "the VM runs but its management NIC reports no address yet; the image needs qemu-guest-agent"
+	// A management NIC with claimed static addresses has its address: no need to wait for the
+	// guest agent, which an air-gapped guest may not have.
+	if !HasInternalIP(st.Addresses) && !hasClaimedManagementAddress(m) {
+		st.Reason, st.Message = infrav1.WaitingForIPReason, "the VM runs but its management NIC reports no address yet: "+
+			"the image needs a running qemu-guest-agent (spec.guestAgent), or the management NIC static addresses from IP pools"
 		return st, nil
 	}
 	st.Ready = true
 	return st, nil
+}
+
+// hasClaimedManagementAddress tells whether the machine's management NIC has an address claimed
+// from an IP pool.
+func hasClaimedManagementAddress(m *infrav1.HarvesterMachine) bool {
+	mgmt := ManagementNetworkName(&m.Spec)
+	return mgmt != "" && slices.ContainsFunc(m.Status.IPAddresses, func(a infrav1.ClaimedIPAddress) bool { return a.Interface == mgmt })
 }
 
 // vmiWaitReason says why a VMI that is not running yet waits: unschedulable (KubeVirt copies

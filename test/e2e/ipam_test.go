@@ -72,9 +72,11 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 		spec.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "nodes"}}
 		spec.Networks[0].Nameservers = []string{"10.10.0.53"}
 
-		By("a machine whose guest never reports addresses shows its claimed address all the same, and releases it when deleted")
+		By("a machine without a guest agent (an air-gapped site's) is provisioned from its claimed address, and releases it when deleted")
 		testBed.Harvester.Faults.NeverAssignIP(tc.Target, "ipam-early")
-		early, earlyMachine := tc.workerMachine("ipam-early", spec)
+		agentless := *spec.DeepCopy()
+		agentless.GuestAgent = infrav1.GuestAgentNone
+		early, earlyMachine := tc.workerMachine("ipam-early", agentless)
 		Eventually(func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(early), early)).To(Succeed())
 			g.Expect(early.Status.IPAddresses).To(HaveLen(1))
@@ -85,8 +87,12 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: early.Name}, vmi)).To(Succeed())
 			g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
 			g.Expect(vmi.Status.Interfaces).NotTo(ContainElement(HaveField("IP", Not(BeEmpty()))), "the guest reported nothing")
-			g.Expect(conditions.GetReason(early, infrav1.VirtualMachineReadyCondition)).To(Equal(infrav1.WaitingForIPReason))
+			g.Expect(early.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%v", early.Status.Conditions)
+			g.Expect(conditions.IsTrue(early, infrav1.VirtualMachineReadyCondition)).To(BeTrue(), "%v", early.Status.Conditions)
 		}).WithTimeout(time.Minute).Should(Succeed())
+		userData := &corev1.Secret{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.CloudInitSecretName(early.Name)}, userData)).To(Succeed())
+		Expect(string(userData.Data["userdata"])).NotTo(ContainSubstring("qemu-guest-agent"), "guestAgent: None installs and starts nothing")
 		Expect(mgmt().Delete(ctx, earlyMachine)).To(Succeed())
 		Eventually(func(g Gomega) {
 			err := mgmt().Get(ctx, client.ObjectKeyFromObject(early), early)
