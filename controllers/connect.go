@@ -146,9 +146,12 @@ func harvesterResult(ctx context.Context, err error, report func(reason, message
 	if errors.Is(err, harvester.ErrNotSynced) {
 		return ctrl.Result{RequeueAfter: syncRecheck}, nil
 	}
+	if e.Kind != harvester.KindRefused {
+		// A refusal is returned as an error, which controller-runtime logs.
+		failures.log(ctx, e)
+	}
 	switch e.Kind {
 	case harvester.KindUnreachable:
-		ctrl.LoggerFrom(ctx).Info("Harvester does not answer; trying again", "after", unreachableRecheck, "reason", e.Message)
 		return ctrl.Result{RequeueAfter: unreachableRecheck}, nil
 	case harvester.KindAccess:
 		return ctrl.Result{RequeueAfter: accessRecheck}, nil

@@ -49,7 +49,7 @@ func TestGuestVolumesLeaveAnExternallyManagedClusterAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	hc := &infrav1.HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", ResourceVersion: "7",
-		Annotations: map[string]string{clusterv1.ManagedByAnnotation: "someone-else"},
+		Annotations:     map[string]string{clusterv1.ManagedByAnnotation: "someone-else"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "c", UID: "u"}}}}
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "u"}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(hc, cluster).WithStatusSubresource(hc).Build()

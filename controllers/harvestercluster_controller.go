@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -182,6 +183,8 @@ func (r *HarvesterClusterReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if !ok {
 		return ctrl.Result{}, nil // deleted before its first reconcile: nothing on Harvester
 	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Cluster", klog.KObj(cluster)))
+	ctx = withFailureKey(ctx, "HarvesterCluster", req.String())
 	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, hc); err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
 	}
@@ -192,6 +195,9 @@ func (r *HarvesterClusterReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	defer func() {
 		if err := r.patch(ctx, hc, patchHelper); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+		if conditions.IsTrue(hc, clusterv1.ReadyCondition) {
+			failures.forget(ctx)
 		}
 	}()
 

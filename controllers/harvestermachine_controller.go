@@ -18,6 +18,7 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -354,6 +355,8 @@ func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, fmt.Errorf("reading the Cluster of HarvesterMachine %s: %w", req, err)
 	}
 
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Cluster", klog.KRef(machine.Namespace, machine.Spec.ClusterName), "Machine", klog.KObj(machine)))
+	ctx = withFailureKey(ctx, "HarvesterMachine", req.String())
 	before := hm.DeepCopy()
 	paused := setPausedCondition(hm, cluster, "HarvesterMachine")
 	// The finalizer comes once the machine has an owner, that is, once it may make a VM. It is
@@ -380,6 +383,9 @@ func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			res = ctrl.Result{RequeueAfter: staleReadRetry}
 		case err != nil:
 			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+		if conditions.IsTrue(hm, infrav1.VirtualMachineReadyCondition) {
+			failures.forget(ctx)
 		}
 	}()
 	if paused {

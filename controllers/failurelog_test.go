@@ -1,0 +1,59 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+)
+
+// Each failure is logged once at Info with its kind, reason and the object's keys; its repeats
+// go to V(4) until failureLogRepeat has passed; another message, or the same after a success,
+// is logged at once. Access, reference and invalid-input failures are logged too (they used to
+// be requeued silently).
+func TestFailuresAreLoggedOncePerObjectAndMessage(t *testing.T) {
+	g := NewWithT(t)
+	var lines []string
+	logger := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 0})
+	now := time.Unix(0, 0)
+	f := &failureLog{entries: map[string]failureEntry{}, now: func() time.Time { return now }}
+	saved := failures
+	failures = f
+	t.Cleanup(func() { failures = saved })
+
+	ctx := ctrl.LoggerInto(context.Background(), logger.WithValues("HarvesterMachine", "ns/m"))
+	ctx = withFailureKey(ctx, "HarvesterMachine", "ns/m")
+	fail := func(kind harvester.Kind, reason, message string) {
+		_, _ = harvesterResult(ctx, &harvester.Error{Kind: kind, Reason: reason, Message: message}, func(string, string) {})
+	}
+	for range 3 {
+		fail(harvester.KindUnreachable, infrav1.HarvesterUnreachableReason, "no answer")
+	}
+	g.Expect(lines).To(HaveLen(1), "an outage logs the object once, not every 5 s")
+	g.Expect(lines[0]).To(And(ContainSubstring(`"kind"="Unreachable"`), ContainSubstring(`"reason"="HarvesterUnreachable"`),
+		ContainSubstring(`"HarvesterMachine"="ns/m"`), ContainSubstring("no answer")))
+
+	fail(harvester.KindReference, infrav1.ImageNotFoundReason, "image default/x not found")
+	g.Expect(lines).To(HaveLen(2), "a reference failure is logged")
+	g.Expect(lines[1]).To(ContainSubstring(`"kind"="Reference"`))
+
+	now = now.Add(failureLogRepeat)
+	fail(harvester.KindReference, infrav1.ImageNotFoundReason, "image default/x not found")
+	g.Expect(lines).To(HaveLen(3), "repeated after the window")
+
+	f.forget(ctx)
+	fail(harvester.KindReference, infrav1.ImageNotFoundReason, "image default/x not found")
+	g.Expect(lines).To(HaveLen(4), "after a success, at once")
+
+	other := withFailureKey(ctrl.LoggerInto(context.Background(), logger), "HarvesterMachine", "ns/other")
+	_, _ = harvesterResult(other, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.ForbiddenReason, Message: "forbidden"}, func(string, string) {})
+	g.Expect(lines).To(HaveLen(5), "another object has its own entry")
+	g.Expect(strings.Join(lines, "\n")).NotTo(ContainSubstring("token"))
+}
