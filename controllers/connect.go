@@ -31,6 +31,9 @@ const (
 	// ready looks again, by default (DefaultReferenceRecheck, --reference-recheck-interval):
 	// those are not the provider's objects, and no watch says when they are fixed.
 	referenceRecheck = DefaultReferenceRecheck
+	// busyRecheck is how soon a reconcile whose request found the connection's request slots
+	// taken all its time tries again.
+	busyRecheck = time.Second
 	// syncRecheck is how soon a reconcile that found a new connection's cache still filling
 	// tries again; no event would come for it.
 	syncRecheck = 2 * time.Second
@@ -141,6 +144,11 @@ func harvesterResult(ctx context.Context, err error, report func(reason, message
 	e, ok := harvester.AsError(err)
 	if !ok {
 		return ctrl.Result{}, err
+	}
+	if e.Kind == harvester.KindBusy {
+		// Queueing behind a slow Harvester: nothing to tell the user, the work goes on soon.
+		ctrl.LoggerFrom(ctx).V(4).Info("the connection's requests are queueing; reconciling again", "message", e.Message)
+		return ctrl.Result{RequeueAfter: busyRecheck}, nil
 	}
 	report(e.Reason, e.Message)
 	if errors.Is(err, harvester.ErrNotSynced) {

@@ -25,6 +25,7 @@ var kindNames = map[harvester.Kind]string{
 	harvester.KindAccess:      "Access",
 	harvester.KindReference:   "Reference",
 	harvester.KindInvalid:     "Invalid",
+	harvester.KindBusy:        "Busy",
 }
 
 type failureKey struct{}

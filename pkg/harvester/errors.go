@@ -40,6 +40,10 @@ const (
 	// KindInvalid: the input cannot work as it is (a bootstrap format the provider cannot
 	// render, an identity's server that is not a Harvester); reported until the input changes.
 	KindInvalid
+	// KindBusy: the request waited its whole time for one of the connection's request slots
+	// while Harvester answers (slowly, say behind a Rancher proxy): queueing, not an outage. It is
+	// not reported on the object; the reconcile is done again soon.
+	KindBusy
 )
 
 // Error is what went wrong on Harvester, as a reconciler reports it: Reason is the condition
@@ -86,6 +90,10 @@ func ClassifyError(err error, doing string) error {
 	}
 	if _, ok := AsError(err); ok {
 		return err
+	}
+	var busy *BusyError
+	if errors.As(err, &busy) {
+		return &Error{Kind: KindBusy, Reason: infrav1.HarvesterUnreachableReason, Err: err, Message: doing + ": " + busy.Error()}
 	}
 	switch {
 	case apierrors.IsUnauthorized(err):

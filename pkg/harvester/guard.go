@@ -17,9 +17,11 @@ const (
 	// DefaultMaxInFlight is how many requests one connection has out at a time: the reconcilers'
 	// workers are shared by every Harvester, and one that stops answering must not hold them all.
 	DefaultMaxInFlight = 4
-	// slotWait is how long a request waits for one of those; a Harvester that answers frees
-	// them in milliseconds.
-	slotWait = 2 * time.Second
+	// A request waits for one of those as long as a request may take (the request timeout):
+	// a Harvester that answers frees them as fast as it answers, which behind a Rancher proxy or
+	// a long link is hundreds of milliseconds a request, so a queue of them is no outage (a
+	// silent Harvester is told by its unanswered requests, see silence). A request that waited
+	// its whole time fails with a BusyError, which no condition reports.
 	// firstProbeDelay and maxProbeDelay bound the wait between probes of a silent Harvester: it
 	// doubles after each unanswered probe, so that a black-holed Harvester holds a worker for a
 	// request's timeout once per wait, not at every reconcile of each of its clusters.
@@ -87,6 +89,12 @@ func newRequestGuard(next http.RoundTripper, host string, timeout time.Duration,
 	return &requestGuard{next: next, host: host, timeout: timeout, slots: make(chan struct{}, maxInFlight), silence: s}
 }
 
+// BusyError fails a request that found no free slot in its time: the connection's requests are
+// queueing behind a slow Harvester (not a silent one, which silentError reports).
+type BusyError struct{ msg string }
+
+func (e *BusyError) Error() string { return e.msg }
+
 // silentError fails a request without sending it.
 type silentError struct{ msg string }
 
@@ -116,9 +124,9 @@ func (g *requestGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	case <-req.Context().Done():
 		g.endProbe(probe)
 		return nil, req.Context().Err()
-	case <-time.After(slotWait):
+	case <-time.After(g.timeout):
 		g.endProbe(probe)
-		return nil, &silentError{msg: fmt.Sprintf("Harvester at %s has %d requests of the provider outstanding", g.host, cap(g.slots))}
+		return nil, &BusyError{msg: fmt.Sprintf("Harvester at %s still had %d requests of the provider outstanding after %s", g.host, cap(g.slots), g.timeout)}
 	}
 	if !probe {
 		// Harvester may have gone silent while this request waited for its slot.

@@ -1,0 +1,56 @@
+package e2e
+
+import (
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+// Behind a Rancher proxy (the documented way to reach Harvester) every request takes hundreds
+// of milliseconds. The provider's requests then queue for the connection's few request slots:
+// queueing is no outage, and no condition may say that Harvester does not answer.
+var _ = Describe("A Harvester behind a slow proxy", func() {
+	It("provisions with 200 ms a request and never reports Harvester unreachable", func() {
+		const machines = 10
+		testBed.Harvester.Faults.Latency("*", 200*time.Millisecond)
+		DeferCleanup(testBed.Harvester.Faults.Clear)
+		tc := newTestCluster("slow", "slow")
+		start := time.Now()
+		tc.machineDeployment("workers", "workers", machines, machineSpec())
+
+		var unreachable atomic.Int32
+		Eventually(func(g Gomega) {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+			hc := &infrav1.HarvesterCluster{}
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), hc)).To(Succeed())
+			for _, c := range hc.Status.Conditions {
+				if c.Reason == infrav1.HarvesterUnreachableReason {
+					unreachable.Add(1)
+				}
+			}
+			provisioned := 0
+			for _, hm := range hms.Items {
+				if c := conditions.Get(&hm, infrav1.VirtualMachineReadyCondition); c != nil && c.Reason == infrav1.HarvesterUnreachableReason {
+					unreachable.Add(1)
+				}
+				if ptr.Deref(hm.Status.Initialization.Provisioned, false) {
+					provisioned++
+				}
+			}
+			g.Expect(provisioned).To(Equal(machines))
+		}).WithTimeout(3 * time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
+		took := time.Since(start)
+		Expect(unreachable.Load()).To(BeZero(), "a condition said HarvesterUnreachable while Harvester answered, slowly")
+		GinkgoWriter.Printf("%d machines provisioned through 200 ms a request in %s\n", machines, took.Round(100*time.Millisecond))
+		deleteCluster(tc)
+		leakFree(tc.Target)
+	})
+})
