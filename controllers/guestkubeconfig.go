@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,7 +31,7 @@ const GuestKubeconfigRefusedReason = "GuestKubeconfigRefused"
 type guestKubeconfigReader struct {
 	client.Reader
 	Policy   harvester.KubeconfigPolicy
-	Recorder record.EventRecorder
+	Recorder events.EventRecorder
 }
 
 // Get reads a Secret and, for a kubeconfig Secret, replaces its kubeconfig by the sanitized one.
@@ -77,7 +77,7 @@ func (r *guestKubeconfigReader) refused(key client.ObjectKey, err error) {
 	cluster := &clusterv1.Cluster{}
 	cluster.Namespace, cluster.Name = key.Namespace, name
 	// The policy's errors name the refused field, never its value.
-	r.Recorder.Eventf(cluster, corev1.EventTypeWarning, GuestKubeconfigRefusedReason,
+	r.Recorder.Eventf(cluster, nil, corev1.EventTypeWarning, GuestKubeconfigRefusedReason, "Connect",
 		"The manager does not connect to the guest: its kubeconfig Secret %s is refused (%v)", key.Name, err)
 }
 

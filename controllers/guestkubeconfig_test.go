@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	kcfg "sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -49,7 +49,7 @@ func TestGuestKubeconfigReaderRefusesWhatTheIdentityPolicyRefuses(t *testing.T) 
 		{"an auth provider", &clientcmdapi.AuthInfo{AuthProvider: &clientcmdapi.AuthProviderConfig{Name: "oidc"}}, "users[tenant].user.auth-provider"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			recorder := record.NewFakeRecorder(10)
+			recorder := events.NewFakeRecorder(10)
 			r := &guestKubeconfigReader{
 				Reader:   fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(guestKubeconfigSecret(t, tc.user)).Build(),
 				Recorder: recorder,

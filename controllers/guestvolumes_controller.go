@@ -176,9 +176,9 @@ func (r *HarvesterClusterReconciler) deleteGuestVolumes(ctx context.Context, s *
 	for _, o := range outcomes {
 		switch {
 		case o.Deleted:
-			r.Recorder.Eventf(hc, corev1.EventTypeNormal, "GuestVolumeDeleted", "Deleted volume %s/%s that the guest's CSI driver made", hc.Spec.TargetNamespace, o.Name)
+			r.Recorder.Eventf(hc, nil, corev1.EventTypeNormal, "GuestVolumeDeleted", "Delete", "Deleted volume %s/%s that the guest's CSI driver made", hc.Spec.TargetNamespace, o.Name)
 		case o.Kept != "":
-			r.Recorder.Eventf(hc, corev1.EventTypeWarning, "GuestVolumeKept", "Kept volume %s/%s: %s", hc.Spec.TargetNamespace, o.Name, o.Kept)
+			r.Recorder.Eventf(hc, nil, corev1.EventTypeWarning, "GuestVolumeKept", "Delete", "Kept volume %s/%s: %s", hc.Spec.TargetNamespace, o.Name, o.Kept)
 		}
 	}
 	return err

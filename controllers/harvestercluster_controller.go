@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -41,7 +41,7 @@ const (
 // failure domains, and the control-plane load balancer and endpoint.
 type HarvesterClusterReconciler struct {
 	Client   client.Client
-	Recorder record.EventRecorder
+	Recorder events.EventRecorder
 	Factory  *harvester.ClientFactory
 	// ProviderNamespace is the manager's namespace, where HarvesterClusterIdentities' Secrets
 	// live.
@@ -336,9 +336,9 @@ func (r *HarvesterClusterReconciler) reconcileLoadBalancer(ctx context.Context, 
 	}
 	switch {
 	case st.Recreated:
-		r.Recorder.Eventf(hc, corev1.EventTypeWarning, "LoadBalancerRecreated", "Load balancer %s/%s was deleted on Harvester; created it again", hc.Spec.TargetNamespace, st.Name)
+		r.Recorder.Eventf(hc, nil, corev1.EventTypeWarning, "LoadBalancerRecreated", "Create", "Load balancer %s/%s was deleted on Harvester; created it again", hc.Spec.TargetNamespace, st.Name)
 	case st.Created:
-		r.Recorder.Eventf(hc, corev1.EventTypeNormal, "LoadBalancerCreated", "Created load balancer %s/%s on Harvester", hc.Spec.TargetNamespace, st.Name)
+		r.Recorder.Eventf(hc, nil, corev1.EventTypeNormal, "LoadBalancerCreated", "Create", "Created load balancer %s/%s on Harvester", hc.Spec.TargetNamespace, st.Name)
 	}
 	if st.Name != "" {
 		hc.Status.LoadBalancer.Name = st.Name

@@ -156,7 +156,7 @@ func (r *HarvesterClusterReconciler) reconcileCredentials(ctx context.Context, s
 		return ctrl.Result{}, fmt.Errorf("writing Secret %s: %w", key, err)
 	}
 	guestTokenRenewals.Inc()
-	r.Recorder.Eventf(hc, corev1.EventTypeNormal, "GuestTokenIssued", "Issued a Harvester token for the guest's ServiceAccount %s/%s, valid for %s", g.Namespace, g.ServiceAccount, granted)
+	r.Recorder.Eventf(hc, nil, corev1.EventTypeNormal, "GuestTokenIssued", "IssueToken", "Issued a Harvester token for the guest's ServiceAccount %s/%s, valid for %s", g.Namespace, g.ServiceAccount, granted)
 	setClusterCondition(hc, infrav1.GuestCredentialsReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason, "")
 	return ctrl.Result{RequeueAfter: granted * 2 / 3}, nil
 }

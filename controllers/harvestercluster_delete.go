@@ -64,7 +64,7 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 	setClusterCondition(hc, clusterv1.DeletingCondition, metav1.ConditionTrue, infrav1.DeletingReason, "deleting the cluster's objects on Harvester")
 	setClusterCondition(hc, infrav1.LoadBalancerReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason, "deleting the cluster's objects on Harvester")
 	if hc.Annotations[infrav1.SkipHarvesterCleanupAnnotation] == "true" {
-		r.Recorder.Eventf(hc, corev1.EventTypeWarning, "CleanupSkipped", "Skipped cleanup on Harvester as the %s annotation asks; remove what is left there by hand", infrav1.SkipHarvesterCleanupAnnotation)
+		r.Recorder.Eventf(hc, nil, corev1.EventTypeWarning, "CleanupSkipped", "Delete", "Skipped cleanup on Harvester as the %s annotation asks; remove what is left there by hand", infrav1.SkipHarvesterCleanupAnnotation)
 		return ctrl.Result{}, r.finishDelete(ctx, s)
 	}
 	if err := r.connect(ctx, s); err != nil {
@@ -76,7 +76,7 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 	lbs := &harvester.LoadBalancerService{C: s.client}
 	remaining, deleted, err := lbs.DeleteGuest(ctx, hc, s.guest)
 	for _, lb := range deleted {
-		r.Recorder.Eventf(hc, corev1.EventTypeNormal, "GuestLoadBalancerDeleted", "Deleted load balancer %s/%s that the guest's cloud controller manager made for Service %s/%s",
+		r.Recorder.Eventf(hc, nil, corev1.EventTypeNormal, "GuestLoadBalancerDeleted", "Delete", "Deleted load balancer %s/%s that the guest's cloud controller manager made for Service %s/%s",
 			lb.Namespace, lb.Name, lb.Labels[harvester.LabelLBServiceNamespace], lb.Labels[harvester.LabelLBServiceName])
 	}
 	if err != nil || remaining > 0 {
@@ -91,7 +91,7 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 		return harvesterResult(ctx, err, s.report(infrav1.LoadBalancerReadyCondition))
 	}
 	if deletedCP {
-		r.Recorder.Eventf(hc, corev1.EventTypeNormal, "LoadBalancerDeleted", "Deleted load balancer %s/%s on Harvester",
+		r.Recorder.Eventf(hc, nil, corev1.EventTypeNormal, "LoadBalancerDeleted", "Delete", "Deleted load balancer %s/%s on Harvester",
 			hc.Spec.TargetNamespace, s.guest.LoadBalancerName())
 	}
 	if !gone {

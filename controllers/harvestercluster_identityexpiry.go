@@ -57,7 +57,7 @@ func (r *HarvesterClusterReconciler) checkIdentityExpiry(s *clusterScope, secret
 	}
 	before := conditions.Get(hc, infrav1.IdentityExpiringSoonCondition)
 	if before == nil || before.Status != metav1.ConditionTrue || before.Reason != reason || !sameExpiry(before.Message, at) {
-		r.Recorder.Event(hc, corev1.EventTypeWarning, infrav1.IdentityExpiringSoonCondition, message)
+		r.Recorder.Eventf(hc, nil, corev1.EventTypeWarning, infrav1.IdentityExpiringSoonCondition, "CheckIdentity", "%s", message)
 	}
 	setClusterCondition(hc, infrav1.IdentityExpiringSoonCondition, metav1.ConditionTrue, reason, message)
 }

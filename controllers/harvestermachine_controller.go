@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -55,7 +55,7 @@ const fallbackRequeue = 5 * time.Minute
 // Harvester, its volumes and cloud-init, and the machine's providerID, addresses and status.
 type HarvesterMachineReconciler struct {
 	Client   client.Client
-	Recorder record.EventRecorder
+	Recorder events.EventRecorder
 	Factory  *harvester.ClientFactory
 	// ProviderNamespace is the manager's namespace, where HarvesterClusterIdentities' Secrets
 	// live.
@@ -490,7 +490,7 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 		// Provisioned once, gone now: never made again under the old name.
 		vmKey := client.ObjectKey{Namespace: target, Name: harvester.VMName(hm.Name)}
 		if reason := conditions.GetReason(hm, infrav1.VirtualMachineReadyCondition); reason != infrav1.VMDeletedReason {
-			r.Recorder.Eventf(hm, corev1.EventTypeWarning, "VirtualMachineDeleted",
+			r.Recorder.Eventf(hm, nil, corev1.EventTypeWarning, "VirtualMachineDeleted", "Observe",
 				"VM %s was deleted outside the provider; the machine must be replaced", vmKey)
 		}
 		setVMCondition(hm, metav1.ConditionFalse, infrav1.VMDeletedReason, fmt.Sprintf(
@@ -544,7 +544,7 @@ func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineSco
 	if !created {
 		return ctrl.Result{RequeueAfter: staleReadRetry}, nil // made meanwhile: look at it again
 	}
-	r.Recorder.Eventf(hm, corev1.EventTypeNormal, "VirtualMachineCreated", "Created VM %s/%s on Harvester", vm.Namespace, vm.Name)
+	r.Recorder.Eventf(hm, nil, corev1.EventTypeNormal, "VirtualMachineCreated", "Create", "Created VM %s/%s on Harvester", vm.Namespace, vm.Name)
 	setVMCondition(hm, metav1.ConditionFalse, infrav1.VMCreatingReason, "the VM was created; Harvester prepares its volumes")
 	return ctrl.Result{RequeueAfter: fallbackRequeue}, nil
 }
@@ -632,7 +632,7 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 	}
 	gone, deleted, err := (&harvester.VMService{C: s.client, Guest: s.guest}).Delete(ctx, s.hc.Spec.TargetNamespace, hm)
 	if deleted {
-		r.Recorder.Eventf(hm, corev1.EventTypeNormal, "VirtualMachineDeleted", "Deleted VM %s/%s on Harvester", s.hc.Spec.TargetNamespace, harvester.VMName(hm.Name))
+		r.Recorder.Eventf(hm, nil, corev1.EventTypeNormal, "VirtualMachineDeleted", "Delete", "Deleted VM %s/%s on Harvester", s.hc.Spec.TargetNamespace, harvester.VMName(hm.Name))
 	}
 	if err != nil {
 		return r.harvesterResult(ctx, err, s.reportVM)

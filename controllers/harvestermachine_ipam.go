@@ -148,7 +148,7 @@ func (r *HarvesterMachineReconciler) ensureClaim(ctx context.Context, s *machine
 		}
 		return nil, fmt.Errorf("creating IPAddressClaim %s/%s: %w", hm.Namespace, name, err)
 	}
-	r.Recorder.Eventf(hm, corev1.EventTypeNormal, "IPAddressClaimCreated", "Claimed an address for %s from %s %s", nic, ref.Kind, ref.Name)
+	r.Recorder.Eventf(hm, nil, corev1.EventTypeNormal, "IPAddressClaimCreated", "Claim", "Claimed an address for %s from %s %s", nic, ref.Kind, ref.Name)
 	return claim, nil
 }
 

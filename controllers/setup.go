@@ -144,7 +144,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		SecretClient: &guestKubeconfigReader{
 			Reader:   secrets,
 			Policy:   o.KubeconfigPolicy,
-			Recorder: mgr.GetEventRecorderFor("guest-kubeconfig"),
+			Recorder: mgr.GetEventRecorder("guest-kubeconfig"),
 		},
 		WatchFilterValue: o.WatchFilterValue,
 		Client:           clustercache.ClientOptions{UserAgent: "cluster-api-provider-harvester"},
@@ -174,7 +174,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&HarvesterClusterReconciler{
 		ProviderNamespace: o.ProviderNamespace,
 		Client:            secrets,
-		Recorder:          mgr.GetEventRecorderFor("harvestercluster-controller"),
+		Recorder:          mgr.GetEventRecorder("harvestercluster-controller"),
 		Factory:           factory,
 		WatchFilterValue:  o.WatchFilterValue,
 		TokenLifetime:     o.TokenLifetime,
@@ -190,7 +190,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		Client:            mgr.GetClient(),
 		SecretMetadata:    mgr.GetCache(),
 		APIReader:         mgr.GetAPIReader(),
-		Recorder:          mgr.GetEventRecorderFor("harvestermachine-controller"),
+		Recorder:          mgr.GetEventRecorder("harvestermachine-controller"),
 		Factory:           factory,
 		WatchFilterValue:  o.WatchFilterValue,
 		ReferenceRecheck:  o.ReferenceRecheck,
