@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"time"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
@@ -22,6 +24,7 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
 // providerIdentityClient is a Harvester client with the identity config/harvester documents,
@@ -228,8 +231,13 @@ var _ = Describe("A target namespace the admin has not bound the identity in", f
 			g.Expect(c.Message).To(ContainSubstring("target-namespace.yaml"))
 		}).WithTimeout(time.Minute).Should(Succeed())
 
-		By("working once the admin binds it")
-		Expect(testBed.Harvester.AddTargetNamespace(ctx, target)).To(Succeed())
+		By("working once the admin binds it, with the commands of docs/harvester-identity.md")
+		admin, err := testBed.Harvester.Env.Kubeconfig()
+		Expect(err).NotTo(HaveOccurred())
+		adminPath := filepath.Join(GinkgoT().TempDir(), "harvester-admin.yaml")
+		Expect(os.WriteFile(adminPath, admin, 0o600)).To(Succeed())
+		runDocumented(documentedBlock("harvester-identity.md", "set-up"), testenv.RepoRoot(),
+			"KUBECONFIG="+adminPath, "TARGET_NAMESPACE="+target)
 		Eventually(func(g Gomega) {
 			c := conditionOf(g, hc, infrav1.HarvesterAvailableCondition)
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))

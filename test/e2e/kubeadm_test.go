@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -48,8 +50,31 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			Name: "loopback-" + namespace, Subnet: "127.77.0.0/24", RangeStart: firstIP, RangeEnd: lastIP,
 			Namespace: target, Priority: 10,
 		})).To(Succeed())
-		// The platform admin lends the tenant an identity (docs/harvester-identity.md).
-		Expect(testBed.LendIdentity(ctx, namespace, namespace, target)).To(Succeed())
+		// The platform admin lends the tenant an identity: the kubeadm flavour as
+		// docs/getting-started.md says, with its commands, then widened to this test's
+		// namespaces; the topology flavour as the bed does it (docs/harvester-identity.md).
+		identity := namespace
+		if whole {
+			identity = "harvester"
+			dir := GinkgoT().TempDir()
+			kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(os.WriteFile(filepath.Join(dir, "harvester.kubeconfig"), kubeconfig, 0o600)).To(Succeed())
+			management, err := testBed.Management.Kubeconfig()
+			Expect(err).NotTo(HaveOccurred())
+			Expect(os.WriteFile(filepath.Join(dir, "management.yaml"), management, 0o600)).To(Succeed())
+			runDocumented(documentedBlock("getting-started.md", "lend-identity"), dir, "KUBECONFIG="+filepath.Join(dir, "management.yaml"))
+			lent := &infrav1.HarvesterClusterIdentity{}
+			Expect(mgmt().Get(ctx, client.ObjectKey{Name: identity}, lent)).To(Succeed())
+			Expect(lent.Spec.AllowedNamespaces.NamespaceList).To(Equal([]string{"default"}))
+			Expect(lent.Spec.TargetNamespaces).To(Equal([]string{"guests"}))
+			base := lent.DeepCopy()
+			lent.Spec.AllowedNamespaces.NamespaceList = append(lent.Spec.AllowedNamespaces.NamespaceList, namespace)
+			lent.Spec.TargetNamespaces = append(lent.Spec.TargetNamespaces, target)
+			Expect(mgmt().Patch(ctx, lent, client.MergeFrom(base))).To(Succeed())
+		} else {
+			Expect(testBed.LendIdentity(ctx, identity, namespace, target)).To(Succeed())
+		}
 
 		// As `clusterctl generate cluster` renders a flavour (with its ClusterClass first).
 		for _, file := range files {
@@ -57,7 +82,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 				"CLUSTER_NAME":           name,
 				"NAMESPACE":              namespace,
 				"KUBERNETES_VERSION":     "v1.35.4",
-				"HARVESTER_IDENTITY":     namespace,
+				"HARVESTER_IDENTITY":     identity,
 				"HARVESTER_NAMESPACE":    target,
 				"HARVESTER_NETWORK":      "default/vlan20",
 				"HARVESTER_IMAGE":        "default/ubuntu-24.04",

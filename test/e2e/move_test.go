@@ -146,13 +146,8 @@ var _ = Describe("clusterctl move", func() {
 			}
 		})
 		oldSecret := tc.HarvesterCluster.Spec.IdentitySecret.Name
-		Eventually(func(g Gomega) {
-			hc := &infrav1.HarvesterCluster{}
-			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), hc)).To(Succeed())
-			hc.Spec.IdentitySecret = infrav1.SecretReference{}
-			hc.Spec.IdentityRef = &infrav1.IdentityReference{Kind: infrav1.HarvesterClusterIdentityKind, Name: lent.Name}
-			g.Expect(mgmt().Update(ctx, hc)).To(Succeed())
-		}).Should(Succeed())
+		runDocumentedOnManagement("harvester-identity.md", "switch-to-identity",
+			"NAMESPACE="+tc.Namespace, "CLUSTER="+tc.HarvesterCluster.Name, "IDENTITY="+lent.Name)
 		Eventually(func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(adminSecret), adminSecret)).To(Succeed())
 			g.Expect(adminSecret.OwnerReferences).To(ContainElement(HaveField("Name", lent.Name)))
@@ -165,9 +160,9 @@ var _ = Describe("clusterctl move", func() {
 		// The tenant's Secret keeps the provider's finalizer until taken off by hand (the doc's step).
 		old := &corev1.Secret{}
 		Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: oldSecret}, old)).To(Succeed())
-		base = old.DeepCopy()
-		old.Finalizers = nil
-		Expect(mgmt().Patch(ctx, old, client.MergeFrom(base))).To(Succeed())
+		Expect(old.Finalizers).To(ContainElement(controllers.IdentityFinalizer))
+		runDocumentedOnManagement("harvester-identity.md", "release-old-secret", "NAMESPACE="+tc.Namespace, "SECRET="+oldSecret)
+		Eventually(func() bool { return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(old), old)) }).Should(BeTrue())
 		Expect(harvesterObjects(Default, tc.Target)).To(Equal(before), "the change of identity touched nothing on Harvester")
 
 		By("starting a second management cluster with Cluster API and the provider as it ships")
