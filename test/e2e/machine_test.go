@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
@@ -283,6 +285,13 @@ var _ = Describe("HarvesterMachine", func() {
 		}
 		Eventually(reason).Should(Equal(infrav1.ImageNotFoundReason))
 		Expect(testBed.Harvester.AddImage(ctx, "default", "not-yet", false)).To(Succeed())
+		// What docs/guest-images.md has the user run to find an image's name.
+		admin, err := testBed.Harvester.Env.Kubeconfig()
+		Expect(err).NotTo(HaveOccurred())
+		adminPath := filepath.Join(GinkgoT().TempDir(), "harvester-admin.yaml")
+		Expect(os.WriteFile(adminPath, admin, 0o600)).To(Succeed())
+		listed := runDocumented(documentedBlock("guest-images.md", "list-images"), GinkgoT().TempDir(), "KUBECONFIG="+adminPath)
+		Expect(listed).To(MatchRegexp(`(?m)^default\s+not-yet\s`))
 		Eventually(reason).Should(Equal(infrav1.ImageNotImportedReason))
 		Expect(testBed.Harvester.SetImageImported(ctx, "default", "not-yet", true)).To(Succeed())
 		Eventually(reason).Should(Equal(infrav1.KeyPairNotFoundReason))
