@@ -6,7 +6,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -49,5 +51,31 @@ func TestWatchFilteredKeepsOnlyTheManagersObjects(t *testing.T) {
 				t.Fatalf("filter %q: got %v, want %v", filter, got, want)
 			}
 		}
+	}
+}
+
+// With --watch-filter, an object of a kind that never carries the filter label (here an
+// IPAddressClaim) still brings the labelled machine that owns it: the label is checked on the
+// machine, not on the claim (a global event filter dropped the claim's events).
+func TestOwnedObjectsWithoutTheLabelReachTheirLabelledOwner(t *testing.T) {
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelled := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m",
+		Labels: map[string]string{clusterv1.WatchLabel: "shard-a"}}}
+	other := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "n"}}
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(labelled, other).Build()
+	claimOf := func(owner string) *ipamv1.IPAddressClaim {
+		return &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: owner + "-nic-0-0",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "HarvesterMachine",
+				Name: owner, UID: "u", Controller: ptr.To(true)}}}}
+	}
+	mapFn := watchFiltered(reader, "shard-a", func() client.Object { return &infrav1.HarvesterMachine{} }, controllerOwner("HarvesterMachine"))
+	if got := mapFn(context.Background(), claimOf("m")); len(got) != 1 || got[0].Name != "m" {
+		t.Fatalf("the labelled owner's claim: %v", got)
+	}
+	if got := mapFn(context.Background(), claimOf("n")); len(got) != 0 {
+		t.Fatalf("another shard's claim: %v", got)
 	}
 }
