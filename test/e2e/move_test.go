@@ -80,32 +80,7 @@ var _ = Describe("clusterctl move", func() {
 			}
 		}).WithTimeout(time.Minute).Should(Succeed())
 		By("recording a volume the guest's CSI driver made on Harvester")
-		// As the Harvester CSI driver provisions: a claim in the target namespace, named by the
-		// guest's PersistentVolume's volume handle.
-		guestVolume := "pvc-" + string(uuid.NewUUID())
-		Expect(harvesterClient().Create(ctx, &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: guestVolume},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				StorageClassName: ptr.To("harvester-longhorn"),
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-			},
-		})).To(Succeed())
-		Expect(tc.Guest.Env.Client.Create(ctx, &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: guestVolume},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-					Driver: controllers.CSIDriverName, VolumeHandle: guestVolume,
-				}},
-			},
-		})).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), tc.HarvesterCluster)).To(Succeed())
-			g.Expect(tc.HarvesterCluster.Annotations).To(HaveKeyWithValue(infrav1.GuestVolumesAnnotation, guestVolume))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		guestVolume := tc.recordedGuestVolume()
 
 		before := harvesterObjects(Default, tc.Target)
 		Expect(before).To(HaveKey("VirtualMachine move-cp-0"))
@@ -257,4 +232,90 @@ var _ = Describe("clusterctl move", func() {
 		err = harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: guestVolume}, &corev1.PersistentVolumeClaim{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the guest's volume is deleted with the cluster: %v", err)
 	})
+
+	// Status does not move: the record of the guest's volumes does (an annotation). With no way to
+	// the guest from the target (its kubeconfig Secret gone before the move), the target deletes
+	// the volumes from that record alone.
+	It("deletes the guest's volumes after a move, its guest unreachable from the target", func() {
+		tc := newTestCluster("move-away", "move-away")
+		base := tc.Bootstrap.DeepCopy()
+		tc.Bootstrap.Labels[clusterctlv1.ClusterctlMoveLabel] = ""
+		Expect(mgmt().Patch(ctx, tc.Bootstrap, client.MergeFrom(base))).To(Succeed())
+		tc.controlPlaneMachine("move-away-cp-0")
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
+			g.Expect(conditions.IsTrue(tc.Cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
+			machines := &clusterv1.MachineList{}
+			g.Expect(mgmt().List(ctx, machines, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(machines.Items).To(HaveLen(1))
+			g.Expect(machines.Items[0].Status.NodeRef.IsDefined()).To(BeTrue())
+		}).WithTimeout(time.Minute).Should(Succeed())
+		guestVolume := tc.recordedGuestVolume()
+		Expect(tc.HarvesterCluster.Status.GuestVolumes).To(Equal([]string{guestVolume}))
+
+		By("removing the guest's kubeconfig Secret, so that the target never reaches the guest")
+		Expect(mgmt().Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: tc.Name + "-kubeconfig"}})).To(Succeed())
+
+		target, err := testBed.AddManagement(ctx, providerOptions)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(testBed.StopManagement(ctx, target)).To(Succeed()) })
+		for _, env := range []*testenv.Environment{testBed.Management, target.Env} {
+			Expect(bed.RecordClusterctlInstall(ctx, env, true)).To(Succeed())
+		}
+		to := target.Env.Client
+		clusterctllog.SetLogger(GinkgoLogr)
+		Expect(bed.Move(ctx, testBed.Management, target.Env, tc.Namespace)).To(Succeed())
+
+		By("the target has the record in the annotation, and no status of it")
+		moved := &infrav1.HarvesterCluster{}
+		Eventually(func(g Gomega) {
+			g.Expect(to.Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), moved)).To(Succeed())
+			g.Expect(moved.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%v", moved.Status.Conditions)
+		}).WithTimeout(time.Minute).Should(Succeed())
+		Expect(moved.Annotations).To(HaveKeyWithValue(infrav1.GuestVolumesAnnotation, guestVolume))
+		Expect(moved.Status.GuestVolumes).To(BeEmpty(), "status did not move, and the target cannot read the guest")
+
+		By("deleting the cluster from the target")
+		Expect(to.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: tc.Name}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			clusters := &clusterv1.ClusterList{}
+			g.Expect(to.List(ctx, clusters, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(clusters.Items).To(BeEmpty())
+		}).WithTimeout(time.Minute).Should(Succeed())
+		leakFree(tc.Target)
+		err = harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: guestVolume}, &corev1.PersistentVolumeClaim{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the guest's volume is deleted from the record the move carried: %v", err)
+	})
 })
+
+// recordedGuestVolume makes a volume as the guest's Harvester CSI driver does (a claim in the
+// target namespace, named by the guest PersistentVolume's volume handle) and waits until the
+// HarvesterCluster records it where clusterctl move carries it.
+func (tc *testCluster) recordedGuestVolume() string {
+	GinkgoHelper()
+	guestVolume := "pvc-" + string(uuid.NewUUID())
+	Expect(harvesterClient().Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: guestVolume},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To("harvester-longhorn"),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	})).To(Succeed())
+	Expect(tc.Guest.Env.Client.Create(ctx, &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: guestVolume},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: controllers.CSIDriverName, VolumeHandle: guestVolume,
+			}},
+		},
+	})).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), tc.HarvesterCluster)).To(Succeed())
+		g.Expect(tc.HarvesterCluster.Annotations).To(HaveKeyWithValue(infrav1.GuestVolumesAnnotation, guestVolume))
+	}).WithTimeout(time.Minute).Should(Succeed())
+	return guestVolume
+}
