@@ -244,9 +244,14 @@ func TestAnswersAreReadUpToTheirBound(t *testing.T) {
 // conditions reported as HarvesterUnreachable.
 func TestRequestGuardQueuesBehindASlowHarvester(t *testing.T) {
 	const latency, maxInFlight, requests = 300 * time.Millisecond, 2, 16
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		time.Sleep(latency)
-		w.WriteHeader(http.StatusOK)
+	// The server's latency, not a wait of the test's: each answer comes latency after its
+	// request (or never, if the client gives up).
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(latency):
+			w.WriteHeader(http.StatusOK)
+		case <-r.Context().Done():
+		}
 	}))
 	defer ts.Close()
 	guard := newRequestGuard(http.DefaultTransport, ts.URL, 5*time.Second, maxInFlight, nil)

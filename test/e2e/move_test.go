@@ -222,15 +222,7 @@ var _ = Describe("clusterctl move", func() {
 		Expect(vms).To(Equal(3), "one VM per machine, none twice")
 
 		By("deleting the cluster from the target management cluster")
-		Expect(to.Delete(ctx, movedCluster)).To(Succeed())
-		Eventually(func(g Gomega) {
-			clusters := &clusterv1.ClusterList{}
-			g.Expect(to.List(ctx, clusters, client.InNamespace(tc.Namespace))).To(Succeed())
-			g.Expect(clusters.Items).To(BeEmpty())
-		}).WithTimeout(time.Minute).Should(Succeed())
-		leakFree(tc.Target)
-		err = harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: guestVolume}, &corev1.PersistentVolumeClaim{})
-		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the guest's volume is deleted with the cluster: %v", err)
+		tc.deletedFrom(to, guestVolume)
 	})
 
 	// Status does not move: the record of the guest's volumes does (an annotation). With no way to
@@ -276,15 +268,7 @@ var _ = Describe("clusterctl move", func() {
 		Expect(moved.Status.GuestVolumes).To(BeEmpty(), "status did not move, and the target cannot read the guest")
 
 		By("deleting the cluster from the target")
-		Expect(to.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: tc.Name}})).To(Succeed())
-		Eventually(func(g Gomega) {
-			clusters := &clusterv1.ClusterList{}
-			g.Expect(to.List(ctx, clusters, client.InNamespace(tc.Namespace))).To(Succeed())
-			g.Expect(clusters.Items).To(BeEmpty())
-		}).WithTimeout(time.Minute).Should(Succeed())
-		leakFree(tc.Target)
-		err = harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: guestVolume}, &corev1.PersistentVolumeClaim{})
-		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the guest's volume is deleted from the record the move carried: %v", err)
+		tc.deletedFrom(to, guestVolume)
 	})
 })
 
@@ -318,4 +302,19 @@ func (tc *testCluster) recordedGuestVolume() string {
 		g.Expect(tc.HarvesterCluster.Annotations).To(HaveKeyWithValue(infrav1.GuestVolumesAnnotation, guestVolume))
 	}).WithTimeout(time.Minute).Should(Succeed())
 	return guestVolume
+}
+
+// deletedFrom deletes the cluster from a management cluster and waits until it is gone there,
+// nothing of it is left on Harvester, and the guest's recorded volume is deleted too.
+func (tc *testCluster) deletedFrom(to client.Client, guestVolume string) {
+	GinkgoHelper()
+	Expect(to.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: tc.Name}})).To(Succeed())
+	Eventually(func(g Gomega) {
+		clusters := &clusterv1.ClusterList{}
+		g.Expect(to.List(ctx, clusters, client.InNamespace(tc.Namespace))).To(Succeed())
+		g.Expect(clusters.Items).To(BeEmpty())
+	}).WithTimeout(time.Minute).Should(Succeed())
+	leakFree(tc.Target)
+	err := harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: guestVolume}, &corev1.PersistentVolumeClaim{})
+	Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the guest's volume is deleted with the cluster, from its record: %v", err)
 }
