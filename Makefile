@@ -148,8 +148,8 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 .PHONY: test
 # The e2e package is named first: go test builds and runs packages in the order given, and the
 # longest one started first leaves the others to the second core instead of ending last.
-test: verify-generated envtest providers ipam-provider images kubectl ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
-	E2E_TIMINGS=$(ROOT)/out/e2e-timings.md IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) KUBECTL=$(KUBECTL) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e ./...
+test: verify-generated envtest providers ipam-provider images kubectl clusterctl ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
+	E2E_TIMINGS=$(ROOT)/out/e2e-timings.md IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e ./...
 	cd hack/images && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
 	FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 
@@ -173,6 +173,19 @@ kubectl: $(KUBECTL) ## Build kubectl (k8s.io/kubectl, hack/kubectl's version) in
 
 $(KUBECTL): hack/kubectl/go.mod hack/kubectl/main.go
 	cd hack/kubectl && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $(KUBECTL) .
+
+# clusterctl, for the tests that run the docs' clusterctl commands: built from
+# sigs.k8s.io/cluster-api at the version of hack/clusterctl/go.mod (the provider's), once, with
+# that version stamped in as CAPI's release build does.
+CLUSTERCTL := $(BIN)/clusterctl
+CLUSTERCTL_VERSION = $(shell awk '$$1 == "sigs.k8s.io/cluster-api" {print $$2}' hack/clusterctl/go.mod)
+
+.PHONY: clusterctl
+clusterctl: $(CLUSTERCTL) ## Build clusterctl (sigs.k8s.io/cluster-api, hack/clusterctl's version) into bin/ once, for the tests that run the docs' commands.
+
+$(CLUSTERCTL): hack/clusterctl/go.mod hack/clusterctl/main.go
+	cd hack/clusterctl && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath \
+	  -ldflags "-X sigs.k8s.io/cluster-api/version.gitVersion=$(CLUSTERCTL_VERSION)" -o $(CLUSTERCTL) .
 
 .PHONY: providers
 providers: ## Build the RKE2 and K3s bootstrap and control-plane managers the e2e suite runs into bin/providers once.

@@ -79,7 +79,11 @@ func bedProviders(kubeadm bool) []clusterctlProvider {
 // labels, and clusterctl's inventory (its Provider CRD, installed by clusterctl's own code) lists
 // each provider. The provider's own components carry the labels since InstallProvider.
 func RecordClusterctlInstall(ctx context.Context, env *testenv.Environment, kubeadm bool) error {
-	providers := bedProviders(kubeadm)
+	return recordProviders(ctx, env, bedProviders(kubeadm))
+}
+
+// recordProviders labels the providers' CRDs and lists them in clusterctl's inventory.
+func recordProviders(ctx context.Context, env *testenv.Environment, providers []clusterctlProvider) error {
 	crds := &apiextensionsv1.CustomResourceDefinitionList{}
 	if err := env.Client.List(ctx, crds); err != nil {
 		return err

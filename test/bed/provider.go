@@ -71,13 +71,16 @@ type Provider struct {
 
 	mgmt client.Client
 	// toLoopback points a webhook configuration at the manager's loopback port with the bed's CA.
-	toLoopback func(*admissionv1.WebhookClientConfig)
-	binary     string
-	workDir    string
-	env        []string
-	mu         sync.Mutex
-	cmd        *exec.Cmd
-	done       chan error
+	toLoopback  func(*admissionv1.WebhookClientConfig)
+	deployment  *appsv1.Deployment
+	certDir     string
+	webhookPort int
+	binary      string
+	workDir     string
+	env         []string
+	mu          sync.Mutex
+	cmd         *exec.Cmd
+	done        chan error
 }
 
 // ProcessOverrides are the only flags the bed adds to the Deployment's: what a process outside a
@@ -122,20 +125,44 @@ func installProvider(ctx context.Context, mgmt *testenv.Environment, o ProviderO
 }
 
 func (p *Provider) install(ctx context.Context, mgmt *testenv.Environment, o ProviderOptions) error {
+	ports, err := freeLoopbackPorts(1)
+	if err != nil {
+		return err
+	}
+	p.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	variables := map[string]string{"CAPHV_DIAGNOSTICS_ADDRESS": p.MetricsAddr}
+	maps.Copy(variables, o.Variables)
+	objects, err := renderComponents(variables)
+	if err != nil {
+		return err
+	}
+	if err := p.prepare(objects); err != nil {
+		return err
+	}
+	for _, obj := range p.Objects {
+		switch obj.GetKind() {
+		case "Deployment", "Certificate", "Issuer":
+			continue // no kubelet and no cert-manager here: the bed plays both
+		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+			if err := p.applyWebhookConfiguration(ctx, obj); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := apply(ctx, p.mgmt, obj); err != nil {
+			return err
+		}
+	}
+	return p.finish(ctx, mgmt, o)
+}
+
+// renderComponents renders infrastructure-components.yaml as `make release-manifests` does and
+// substitutes its variables as clusterctl does, with clusterctl's labels on every object,
+// Namespaces first, as kubectl and clusterctl order them.
+func renderComponents(variables map[string]string) ([]*unstructured.Unstructured, error) {
 	assets, err := release.Build(release.Options{Root: testenv.RepoRoot()})
 	if err != nil {
-		return err
-	}
-	ports, err := freeLoopbackPorts(3)
-	if err != nil {
-		return err
-	}
-	healthPort, webhookPort, metricsPort := ports[0], ports[1], ports[2]
-	p.HealthAddr = fmt.Sprintf("127.0.0.1:%d", healthPort)
-	p.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", metricsPort)
-	variables := map[string]string{"CAPHV_DIAGNOSTICS_ADDRESS": p.MetricsAddr}
-	for k, v := range o.Variables {
-		variables[k] = v
+		return nil, err
 	}
 	components, err := yamlprocessor.NewSimpleProcessor().Process(assets["infrastructure-components.yaml"], func(name string) (string, error) {
 		if v, ok := variables[name]; ok {
@@ -144,14 +171,15 @@ func (p *Provider) install(ctx context.Context, mgmt *testenv.Environment, o Pro
 		return "", fmt.Errorf("variable %s not set", name) // its default applies
 	})
 	if err != nil {
-		return fmt.Errorf("substituting the components' variables: %w", err)
+		return nil, fmt.Errorf("substituting the components' variables: %w", err)
 	}
-	if p.Objects, err = testenv.DecodeObjects(components); err != nil {
-		return err
+	objects, err := testenv.DecodeObjects(components)
+	if err != nil {
+		return nil, err
 	}
 	// clusterctl labels every object it installs as its provider's (clusterctl move discovers
 	// the kinds to move by that label on their CRDs).
-	for _, obj := range p.Objects {
+	for _, obj := range objects {
 		labels := obj.GetLabels()
 		if labels == nil {
 			labels = map[string]string{}
@@ -159,10 +187,30 @@ func (p *Provider) install(ctx context.Context, mgmt *testenv.Environment, o Pro
 		maps.Copy(labels, ClusterctlLabels(ProviderManifestLabel))
 		obj.SetLabels(labels)
 	}
+	slices.SortStableFunc(objects, func(a, b *unstructured.Unstructured) int {
+		return boolRank(b.GetKind() == "Namespace") - boolRank(a.GetKind() == "Namespace")
+	})
+	return objects, nil
+}
+
+// prepare plays the kubelet and cert-manager for the components' objects: it reads the manager
+// container from the Deployment, issues the webhook serving certificate the Certificate asks for
+// (from the bed's own CA, valid for its DNS names and for the loopback address the bed calls it
+// at) and picks the loopback ports of its health and webhook servers (the metrics address is a
+// variable of the components).
+func (p *Provider) prepare(objects []*unstructured.Unstructured) error {
+	p.Objects = objects
+	ports, err := freeLoopbackPorts(2)
+	if err != nil {
+		return err
+	}
+	healthPort, webhookPort := ports[0], ports[1]
+	p.HealthAddr = fmt.Sprintf("127.0.0.1:%d", healthPort)
+	p.webhookPort = webhookPort
 
 	var deployment *appsv1.Deployment
 	var dnsNames []string
-	for _, obj := range p.Objects {
+	for _, obj := range objects {
 		switch obj.GetKind() {
 		case "Deployment":
 			deployment = &appsv1.Deployment{}
@@ -180,62 +228,58 @@ func (p *Provider) install(ctx context.Context, mgmt *testenv.Environment, o Pro
 	if i < 0 {
 		return errors.New("the Deployment has no container named manager")
 	}
+	p.deployment = deployment
 	p.Namespace, p.ServiceAccount = deployment.Namespace, deployment.Spec.Template.Spec.ServiceAccountName
 	p.Container = deployment.Spec.Template.Spec.Containers[i]
 
-	// The webhook serving certificate the Certificate asks for, from the bed's own CA, valid
-	// for its DNS names and for the loopback address the bed calls it at.
-	certDir := filepath.Join(p.workDir, "serving-certs")
-	caPEM, err := writeServingCertificate(certDir, dnsNames, net.ParseIP("127.0.0.1"))
+	p.certDir = filepath.Join(p.workDir, "serving-certs")
+	caPEM, err := writeServingCertificate(p.certDir, dnsNames, net.ParseIP("127.0.0.1"))
 	if err != nil {
 		return err
 	}
 	// The apiserver calls the webhooks through their Service's ClusterIP, which nothing routes
 	// here: the bed points them at the manager's loopback port instead (the Service wiring
 	// itself is checked statically in test/config).
-	toLoopback := func(cc *admissionv1.WebhookClientConfig) {
-		cc.URL = ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, ptr.Deref(cc.Service.Path, "/")))
+	p.toLoopback = func(cc *admissionv1.WebhookClientConfig) {
+		path := "/"
+		if cc.Service != nil {
+			path = ptr.Deref(cc.Service.Path, "/")
+		}
+		cc.URL = ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, path))
 		cc.Service, cc.CABundle = nil, caPEM
 	}
-	p.toLoopback = toLoopback
-	// Namespaces first, as kubectl and clusterctl order them.
-	slices.SortStableFunc(p.Objects, func(a, b *unstructured.Unstructured) int {
-		return boolRank(b.GetKind() == "Namespace") - boolRank(a.GetKind() == "Namespace")
-	})
-	for _, obj := range p.Objects {
-		switch obj.GetKind() {
-		case "Deployment", "Certificate", "Issuer":
-			continue // no kubelet and no cert-manager here: the bed plays both
-		case "MutatingWebhookConfiguration":
-			cfg := &admissionv1.MutatingWebhookConfiguration{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, cfg); err != nil {
-				return err
-			}
-			for j := range cfg.Webhooks {
-				toLoopback(&cfg.Webhooks[j].ClientConfig)
-			}
-			if err := apply(ctx, p.mgmt, cfg); err != nil {
-				return err
-			}
-			continue
-		case "ValidatingWebhookConfiguration":
-			cfg := &admissionv1.ValidatingWebhookConfiguration{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, cfg); err != nil {
-				return err
-			}
-			for j := range cfg.Webhooks {
-				toLoopback(&cfg.Webhooks[j].ClientConfig)
-			}
-			if err := apply(ctx, p.mgmt, cfg); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := apply(ctx, p.mgmt, obj); err != nil {
+	return nil
+}
+
+// applyWebhookConfiguration applies a webhook configuration of the components pointed at the
+// manager's loopback port.
+func (p *Provider) applyWebhookConfiguration(ctx context.Context, obj *unstructured.Unstructured) error {
+	switch obj.GetKind() {
+	case "MutatingWebhookConfiguration":
+		cfg := &admissionv1.MutatingWebhookConfiguration{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, cfg); err != nil {
 			return err
 		}
+		for j := range cfg.Webhooks {
+			p.toLoopback(&cfg.Webhooks[j].ClientConfig)
+		}
+		return apply(ctx, p.mgmt, cfg)
+	case "ValidatingWebhookConfiguration":
+		cfg := &admissionv1.ValidatingWebhookConfiguration{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, cfg); err != nil {
+			return err
+		}
+		for j := range cfg.Webhooks {
+			p.toLoopback(&cfg.Webhooks[j].ClientConfig)
+		}
+		return apply(ctx, p.mgmt, cfg)
 	}
+	return fmt.Errorf("%s is no webhook configuration", obj.GetKind())
+}
 
+// finish gives the process its ServiceAccount's kubeconfig, the Deployment's arguments with the
+// bed's overrides, and the container's environment.
+func (p *Provider) finish(ctx context.Context, mgmt *testenv.Environment, o ProviderOptions) error {
 	kubeconfig, err := p.serviceAccountKubeconfig(ctx, mgmt)
 	if err != nil {
 		return err
@@ -248,11 +292,11 @@ func (p *Provider) install(ctx context.Context, mgmt *testenv.Environment, o Pro
 	p.Args = append(args,
 		"--kubeconfig="+kubeconfig,
 		"--health-addr="+p.HealthAddr,
-		fmt.Sprintf("--webhook-port=%d", webhookPort),
-		"--webhook-cert-dir="+certDir,
+		fmt.Sprintf("--webhook-port=%d", p.webhookPort),
+		"--webhook-cert-dir="+p.certDir,
 	)
 	p.Args = append(p.Args, o.ExtraArgs...)
-	p.env, err = containerEnv(p.Container, deployment)
+	p.env, err = containerEnv(p.Container, p.deployment)
 	return err
 }
 
@@ -421,9 +465,14 @@ func (p *Provider) cleanup() error {
 }
 
 // apply creates or updates obj in the management cluster, as `kubectl apply` would for these
-// fresh objects.
+// fresh objects; an object read from the cluster (it has a resource version) is updated.
 func apply(ctx context.Context, c client.Client, obj client.Object) error {
-	err := c.Create(ctx, obj)
+	var err error
+	if obj.GetResourceVersion() != "" {
+		err = c.Update(ctx, obj)
+	} else {
+		err = c.Create(ctx, obj)
+	}
 	if apierrors.IsAlreadyExists(err) {
 		existing := obj.DeepCopyObject().(client.Object)
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {

@@ -54,6 +54,18 @@ func TestCompatibilityTable(t *testing.T) {
 		g.Expect(want).NotTo(BeEmpty(), component)
 		g.Expect(table).To(HaveKeyWithValue(component, want), "docs/compatibility.md's row for %s", component)
 	}
+	// The clusterctl the docs' commands run with (`make clusterctl`) is the same CAPI's.
+	hackMod, err := os.ReadFile(filepath.Join(root, "hack", "clusterctl", "go.mod"))
+	g.Expect(err).NotTo(HaveOccurred())
+	clusterctlMod, err := modfile.Parse("hack/clusterctl/go.mod", hackMod, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(clusterctlMod.Require).To(ContainElement(HaveField("Mod.Path", "sigs.k8s.io/cluster-api")))
+	for _, r := range clusterctlMod.Require {
+		if r.Mod.Path == "sigs.k8s.io/cluster-api" {
+			g.Expect(r.Mod.Version).To(Equal(required["sigs.k8s.io/cluster-api"]), "hack/clusterctl builds the CAPI go.mod requires")
+			g.Expect(table).To(HaveKeyWithValue("clusterctl", r.Mod.Version), "docs/compatibility.md's row for clusterctl")
+		}
+	}
 	// The RKE2 and K3s CRDs the template tests apply are the same versions.
 	for _, p := range bootstrapProviders {
 		switch {

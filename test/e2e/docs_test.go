@@ -17,29 +17,48 @@ import (
 // they are.
 func documentedBlock(doc, name string) string {
 	GinkgoHelper()
+	return documentedFence(doc, name, "sh")
+}
+
+// documentedYAML returns the YAML block of a doc that follows the marker
+// `<!-- read by <test file>: <name> -->`: a file the doc tells a user to write, which a test
+// writes from it.
+func documentedYAML(doc, name string) string {
+	GinkgoHelper()
+	return documentedFence(doc, name, "yaml")
+}
+
+func documentedFence(doc, name, lang string) string {
+	GinkgoHelper()
 	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", doc))
 	Expect(err).NotTo(HaveOccurred())
 	text := string(data)
 	i := strings.Index(text, ": "+name+" -->")
 	Expect(i).To(BeNumerically(">=", 0), "docs/%s marks no block %q", doc, name)
 	rest := text[i:]
-	start := strings.Index(rest, "```sh\n")
-	Expect(start).To(BeNumerically(">=", 0))
-	rest = rest[start+len("```sh\n"):]
+	fence := "```" + lang + "\n"
+	start := strings.Index(rest, fence)
+	Expect(start).To(BeNumerically(">=", 0), "docs/%s has no %s block after %q", doc, lang, name)
+	rest = rest[start+len(fence):]
 	end := strings.Index(rest, "```")
 	Expect(end).To(BeNumerically(">", 0))
 	return rest[:end]
 }
 
-// runDocumented runs a documented block with bash (-e, -u, pipefail) in dir, with the kubectl that
-// `make kubectl` builds first on PATH and env added to the environment, and returns its output.
+// runDocumented runs a documented block with bash (-e, -u, pipefail) in dir, with the kubectl and
+// clusterctl that `make kubectl` and `make clusterctl` build first on PATH and env added to the
+// environment, and returns its output.
 func runDocumented(block, dir string, env ...string) string {
 	GinkgoHelper()
 	kubectl := os.Getenv("KUBECTL")
 	Expect(kubectl).NotTo(BeEmpty(), "KUBECTL names the kubectl `make kubectl` builds (make test sets it)")
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	path := filepath.Dir(kubectl) + string(os.PathListSeparator) + os.Getenv("PATH")
+	if clusterctl := os.Getenv("CLUSTERCTL"); clusterctl != "" {
+		path = filepath.Dir(clusterctl) + string(os.PathListSeparator) + path
+	}
+	cmd.Env = append(os.Environ(), "PATH="+path)
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "the documented commands failed:\n%s\n---\n%s", block, out)

@@ -141,6 +141,27 @@ func StartManagementWithoutProvider() (*Environment, error) {
 	return Start(o)
 }
 
+// StartBareManagement starts a management cluster as a platform admin has one before
+// `clusterctl init --infrastructure harvester`: Cluster API's and the kubeadm providers' CRDs and
+// webhooks, and nothing of this provider (clusterctl installs its CRDs with its components).
+func StartBareManagement() (*Environment, error) {
+	o, err := ManagementOptions()
+	if err != nil {
+		return nil, err
+	}
+	o.CRDs = slices.DeleteFunc(o.CRDs, func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+		return crd.Spec.Group == infrav1.GroupVersion.Group
+	})
+	o.MutatingWebhooks = slices.DeleteFunc(o.MutatingWebhooks, func(w *admissionv1.MutatingWebhookConfiguration) bool {
+		return strings.HasPrefix(w.Name, providerWebhookPrefix)
+	})
+	o.ValidatingWebhooks = slices.DeleteFunc(o.ValidatingWebhooks, func(w *admissionv1.ValidatingWebhookConfiguration) bool {
+		return strings.HasPrefix(w.Name, providerWebhookPrefix)
+	})
+	o.SetupWebhooks = setupCAPIWebhooks
+	return Start(o)
+}
+
 // providerWebhookPrefix names this provider's webhook configurations in the test environment.
 const providerWebhookPrefix = "harvester-"
 

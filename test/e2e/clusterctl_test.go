@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/internal/release"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// The first deployment as the docs give it, with clusterctl built from the cluster-api module
+// (`make clusterctl`): a release built here installed from a local repository
+// (docs/releases.md), a cluster generated and applied (docs/getting-started.md), the provider
+// upgraded to a later release with the cluster running (docs/operations.md), and the cluster
+// deleted. The management cluster is a bare one of its own (CAPI and kubeadm providers,
+// cert-manager's API); the bed plays the kubelet for the Deployment clusterctl applies.
+var _ = Describe("clusterctl with a release built here", func() {
+	It("installs it from a local repository, generates a cluster that comes up, upgrades the provider under it without re-creating a VM, and deletes the cluster", func() {
+		Expect(os.Getenv("CLUSTERCTL")).NotTo(BeEmpty(), "CLUSTERCTL names the clusterctl `make clusterctl` builds (make test sets it)")
+		const first, second, registry = "v0.1.0-mine", "v0.1.1-mine", "registry.example.com/capi"
+		const target, namespace, name = "guests", "default", "mycluster"
+
+		m, err := testBed.AddBareManagement(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(testBed.StopManagement(ctx, m)).To(Succeed()) })
+		Expect(testBed.Harvester.AddTargetNamespace(ctx, target)).To(Succeed())
+		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
+			Name: "loopback-" + target, Subnet: "127.77.0.0/24", RangeStart: "127.77.0.50", RangeEnd: "127.77.0.59",
+			Namespace: target, Priority: 10,
+		})).To(Succeed())
+
+		// The user's machine: a home with clusterctl's configuration, and a checkout where `make
+		// release` wrote the releases (their clusterctl assets; the image archives are the bed's).
+		home, checkout := GinkgoT().TempDir(), GinkgoT().TempDir()
+		writeRelease := func(version string) {
+			_, err := release.Write(filepath.Join(checkout, "out", "release", version), release.Options{
+				Root:     testenv.RepoRoot(),
+				Image:    registry + "/cluster-api-provider-harvester:" + version,
+				CCMImage: registry + "/harvester-cloud-controller-manager:" + version,
+			})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		writeRelease(first)
+		// clusterctl reads Cluster API's own providers' contract from their repositories: a local
+		// one, as an air-gapped site has, so that nothing here reaches GitHub.
+		capiEntries, err := testBed.CAPIRepository(filepath.Join(home, "capi-providers"))
+		Expect(err).NotTo(HaveOccurred())
+		ours := documentedYAML("releases.md", "local-repository-config")
+		ours = strings.ReplaceAll(strings.TrimPrefix(ours, "providers:\n"), "/home/me", home)
+		Expect(ours).To(HavePrefix("- name: harvester"))
+		Expect(os.MkdirAll(filepath.Join(home, ".config", "cluster-api"), 0o700)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(home, ".config", "cluster-api", "clusterctl.yaml"), []byte("providers:\n"+capiEntries+ours), 0o600)).To(Succeed())
+		kubeconfig, err := m.Env.Kubeconfig()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(home, "management.yaml"), kubeconfig, 0o600)).To(Succeed())
+		env := []string{"HOME=" + home, "KUBECONFIG=" + filepath.Join(home, "management.yaml"),
+			// The manager's metrics listen on a free loopback port: many processes share this machine.
+			"CAPHV_DIAGNOSTICS_ADDRESS=" + freeLoopbackAddress(),
+			"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "GOPROXY=off"}
+
+		By("docs/releases.md: clusterctl init installs the release from the local repository")
+		runDocumented(documentedBlock("releases.md", "install-local-release"), checkout, env...)
+		expectInstalled(m.Env.Client, first, registry)
+		provider := providerOptions
+		provider.LogFile = ""
+		Expect(m.StartInstalledProvider(ctx, provider)).To(Succeed())
+		DeferCleanup(func() {
+			if CurrentSpecReport().Failed() && m.Provider != nil {
+				GinkgoWriter.Printf("--- the clusterctl-installed manager's log ---\n%s\n", m.Provider.LogTail(60))
+			}
+		})
+
+		By("docs/getting-started.md: the platform admin lends the identity, the user generates and applies a cluster")
+		harvesterKubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		user := GinkgoT().TempDir()
+		Expect(os.WriteFile(filepath.Join(user, "harvester.kubeconfig"), harvesterKubeconfig, 0o600)).To(Succeed())
+		runDocumented(documentedBlock("getting-started.md", "lend-identity"), user, env...)
+		runDocumented(documentedBlock("getting-started.md", "generate-and-apply"), user, env...)
+		Expect(m.Env.Client.Get(ctx, client.ObjectKey{Name: "harvester"}, &infrav1.HarvesterClusterIdentity{})).To(Succeed())
+
+		By("the cluster's machines get Nodes, and the kubeconfig clusterctl wrote reaches the guest")
+		Eventually(func(g Gomega) {
+			machines := &clusterv1.MachineList{}
+			g.Expect(m.Env.Client.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+			g.Expect(machines.Items).To(HaveLen(3))
+			for _, machine := range machines.Items {
+				g.Expect(machine.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", machine.Name)
+			}
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		guestConfig, err := clientcmd.BuildConfigFromFlags("", filepath.Join(user, "mycluster.kubeconfig"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(guestConfig.Host).To(HavePrefix("https://127.77.0.5"))
+		guestClient, err := client.New(guestConfig, client.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			nodes := &corev1.NodeList{}
+			g.Expect(guestClient.List(ctx, nodes)).To(Succeed())
+			g.Expect(nodes.Items).To(HaveLen(3))
+		}).Should(Succeed())
+		vms := func() map[string]types.UID {
+			list := &kubevirtv1.VirtualMachineList{}
+			Expect(harvesterClient().List(ctx, list, client.InNamespace(target))).To(Succeed())
+			uids := map[string]types.UID{}
+			for _, vm := range list.Items {
+				uids[vm.Name] = vm.UID
+			}
+			return uids
+		}
+		before := vms()
+		Expect(before).To(HaveLen(3))
+
+		By("docs/operations.md: clusterctl upgrades the provider to a later release; the cluster keeps its VMs")
+		writeRelease(second)
+		Expect(os.CopyFS(filepath.Join(home, "capi-repo", "infrastructure-harvester", second), os.DirFS(filepath.Join(checkout, "out", "release", second)))).To(Succeed())
+		out := runDocumented(documentedBlock("operations.md", "upgrade-provider"), user, append(env, "VERSION="+second)...)
+		Expect(out).To(ContainSubstring(second), "the plan offers the later release")
+		expectInstalled(m.Env.Client, second, registry)
+		Expect(m.StartInstalledProvider(ctx, provider)).To(Succeed())
+		By("the upgraded provider scales the workers (docs/operations.md) and re-creates nothing")
+		runDocumented(documentedBlock("operations.md", "scale-workers"), user, append(env, "NAMESPACE="+namespace, "CLUSTER="+name)...)
+		Eventually(func(g Gomega) {
+			nodes := &corev1.NodeList{}
+			g.Expect(guestClient.List(ctx, nodes)).To(Succeed())
+			g.Expect(nodes.Items).To(HaveLen(4))
+		}).WithTimeout(time.Minute).Should(Succeed())
+		after := vms()
+		for vm, uid := range before {
+			Expect(after).To(HaveKeyWithValue(vm, uid), "VM %s was re-created by the upgrade", vm)
+		}
+
+		By("docs/getting-started.md: deleting the cluster leaves nothing on Harvester")
+		runDocumented(documentedBlock("getting-started.md", "delete"), user, env...)
+		Eventually(func() bool {
+			return apierrors.IsNotFound(m.Env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &clusterv1.Cluster{}))
+		}).WithTimeout(2 * time.Minute).Should(BeTrue())
+		leakFree(target)
+	})
+})
+
+// expectInstalled checks what clusterctl installed: its inventory records the provider at the
+// version, the Deployment names the release's image, and the provider's CRDs carry clusterctl's
+// labels.
+func expectInstalled(c client.Client, version, registry string) {
+	GinkgoHelper()
+	inventory := &unstructured.Unstructured{}
+	inventory.SetGroupVersionKind(clusterctlv1.GroupVersion.WithKind("Provider"))
+	Expect(c.Get(ctx, client.ObjectKey{Namespace: "capi-harvester-system", Name: bed.ProviderManifestLabel}, inventory)).To(Succeed())
+	Expect(inventory.Object).To(HaveKeyWithValue("version", version))
+	deploy := &appsv1.Deployment{}
+	Expect(c.Get(ctx, client.ObjectKey{Namespace: "capi-harvester-system", Name: "capi-harvester-controller-manager"}, deploy)).To(Succeed())
+	Expect(deploy.Spec.Template.Spec.Containers).To(ContainElement(HaveField("Image", registry+"/cluster-api-provider-harvester:"+version)))
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	Expect(c.Get(ctx, client.ObjectKey{Name: "harvesterclusters.infrastructure.cluster.x-k8s.io"}, crd)).To(Succeed())
+	Expect(crd.Labels).To(HaveKeyWithValue(clusterv1.ProviderNameLabel, bed.ProviderManifestLabel))
+}
+
+// freeLoopbackAddress is a loopback address with a port nothing listens on now.
+func freeLoopbackAddress() string {
+	GinkgoHelper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
+}
