@@ -79,9 +79,25 @@ var _ = Describe("clusterctl with a release built here", func() {
 			"CAPHV_DIAGNOSTICS_ADDRESS=" + freeLoopbackAddress(),
 			"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "GOPROXY=off"}
 
-		By("docs/releases.md: clusterctl init installs the release from the local repository")
-		runDocumented(documentedBlock("releases.md", "install-local-release"), checkout, env...)
+		By("docs/releases.md and getting-started.md: the release copied into the local repository, clusterctl init installs it")
+		runDocumented(documentedBlock("releases.md", "copy-local-release"), checkout, env...)
+		install := documentedBlock("getting-started.md", "install")
+		Expect(readmeBlockAfter("then\n")).To(Equal(install), "README.md's install command is getting-started.md's")
+		runDocumented(install, checkout, env...)
 		expectInstalled(m.Env.Client, first, registry)
+
+		By("docs/gitops-and-rancher.md: clusterctl renders a cluster for the Fleet bundle into the namespace Turtles imports from")
+		Expect(os.MkdirAll(filepath.Join(checkout, "examples", "fleet"), 0o755)).To(Succeed())
+		runDocumented(documentedBlock("gitops-and-rancher.md", "render-for-fleet"), checkout, append(env, "NAME=fleet-one",
+			"KUBERNETES_VERSION=v1.35.4", "HARVESTER_NAMESPACE="+target, "HARVESTER_NETWORK=default/vlan10", "HARVESTER_IMAGE=default/ubuntu-24.04")...)
+		rendered, err := os.ReadFile(filepath.Join(checkout, "examples", "fleet", "fleet-one.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		objs, err := testenv.DecodeObjects(rendered)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(objs).To(ContainElement(And(HaveField("Object", HaveKeyWithValue("kind", "Cluster")))))
+		for _, o := range objs {
+			Expect(o.GetNamespace()).To(Equal("capi-clusters"), "%s %s", o.GetKind(), o.GetName())
+		}
 		provider := providerOptions
 		provider.LogFile = ""
 		Expect(m.StartInstalledProvider(ctx, provider)).To(Succeed())
@@ -174,6 +190,20 @@ func expectInstalled(c client.Client, version, registry string) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	Expect(c.Get(ctx, client.ObjectKey{Name: "harvesterclusters.infrastructure.cluster.x-k8s.io"}, crd)).To(Succeed())
 	Expect(crd.Labels).To(HaveKeyWithValue(clusterv1.ProviderNameLabel, bed.ProviderManifestLabel))
+}
+
+// readmeBlockAfter is README.md's shell block that follows the line that ends with marker.
+func readmeBlockAfter(marker string) string {
+	GinkgoHelper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
+	Expect(err).NotTo(HaveOccurred())
+	_, rest, ok := strings.Cut(string(data), marker)
+	Expect(ok).To(BeTrue(), "README.md has no %q", marker)
+	_, rest, ok = strings.Cut(rest, "```sh\n")
+	Expect(ok).To(BeTrue())
+	block, _, ok := strings.Cut(rest, "```")
+	Expect(ok).To(BeTrue())
+	return block
 }
 
 // freeLoopbackAddress is a loopback address with a port nothing listens on now.
