@@ -148,8 +148,8 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 .PHONY: test
 # The e2e package is named first: go test builds and runs packages in the order given, and the
 # longest one started first leaves the others to the second core instead of ending last.
-test: verify-generated envtest providers ipam-provider images kubectl clusterctl ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
-	E2E_TIMINGS=$(ROOT)/out/e2e-timings.md IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e ./...
+test: verify-generated envtest providers ipam-provider images kubectl clusterctl jq ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
+	E2E_TIMINGS=$(ROOT)/out/e2e-timings.md IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) JQ=$(JQ) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e ./...
 	cd hack/images && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
 	FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 
@@ -182,6 +182,16 @@ CLUSTERCTL_VERSION = $(shell awk '$$1 == "sigs.k8s.io/cluster-api" {print $$2}' 
 
 .PHONY: clusterctl
 clusterctl: $(CLUSTERCTL) ## Build clusterctl (sigs.k8s.io/cluster-api, hack/clusterctl's version) into bin/ once, for the tests that run the docs' commands.
+
+# jq, for the tests that run the docs' jq filters: gojq built from the Go module proxy at the
+# version of hack/jq/go.mod, once.
+JQ := $(BIN)/jq
+
+.PHONY: jq
+jq: $(JQ) ## Build jq (gojq, hack/jq's version) into bin/ once, for the tests that run the docs' jq filters.
+
+$(JQ): hack/jq/go.mod hack/jq/main.go
+	cd hack/jq && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $(JQ) .
 
 $(CLUSTERCTL): hack/clusterctl/go.mod hack/clusterctl/main.go
 	cd hack/clusterctl && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath \

@@ -37,7 +37,7 @@ import (
 // cert-manager's API); the bed plays the kubelet for the Deployment clusterctl applies.
 var _ = Describe("clusterctl with a release built here", func() {
 	It("installs it from a local repository, generates a cluster that comes up, upgrades the provider under it without re-creating a VM, and deletes the cluster", func() {
-		Expect(os.Getenv("CLUSTERCTL")).NotTo(BeEmpty(), "CLUSTERCTL names the clusterctl `make clusterctl` builds (make test sets it)")
+		requireTool("CLUSTERCTL")
 		const first, second, registry = "v0.1.0-mine", "v0.1.1-mine", "registry.example.com/capi"
 		const target, namespace, name = "guests", "default", "mycluster"
 

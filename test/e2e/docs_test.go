@@ -45,8 +45,8 @@ func documentedFence(doc, name, lang string) string {
 	return rest[:end]
 }
 
-// runDocumented runs a documented block with bash (-e, -u, pipefail) in dir, with the kubectl and
-// clusterctl that `make kubectl` and `make clusterctl` build first on PATH and env added to the
+// runDocumented runs a documented block with bash (-e, -u, pipefail) in dir, with the kubectl,
+// clusterctl and jq that `make kubectl`, `make clusterctl` and `make jq` build first on PATH and env added to the
 // environment, and returns its output.
 func runDocumented(block, dir string, env ...string) string {
 	GinkgoHelper()
@@ -55,8 +55,10 @@ func runDocumented(block, dir string, env ...string) string {
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
 	cmd.Dir = dir
 	path := filepath.Dir(kubectl) + string(os.PathListSeparator) + os.Getenv("PATH")
-	if clusterctl := os.Getenv("CLUSTERCTL"); clusterctl != "" {
-		path = filepath.Dir(clusterctl) + string(os.PathListSeparator) + path
+	for _, tool := range []string{"CLUSTERCTL", "JQ"} {
+		if bin := os.Getenv(tool); bin != "" {
+			path = filepath.Dir(bin) + string(os.PathListSeparator) + path
+		}
 	}
 	cmd.Env = append(os.Environ(), "PATH="+path)
 	cmd.Env = append(cmd.Env, env...)
@@ -75,4 +77,11 @@ func runDocumentedOnManagement(doc, name string, env ...string) string {
 	path := filepath.Join(dir, "management.yaml")
 	Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
 	return runDocumented(documentedBlock(doc, name), dir, append(env, "KUBECONFIG="+path)...)
+}
+
+// requireTool fails unless the environment names a tool the Makefile builds for the docs'
+// commands (JQ, CLUSTERCTL): make test sets them.
+func requireTool(variable string) {
+	GinkgoHelper()
+	Expect(os.Getenv(variable)).NotTo(BeEmpty(), "%s names a tool `make test` builds into bin/ for the docs' commands", variable)
 }

@@ -149,6 +149,10 @@ var _ = Describe("identity expiry", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(expiring(g).Reason).To(Equal(infrav1.IdentityExpiresSoonReason))
 		}).Should(Succeed())
+		requireTool("JQ")
+		listed := tc.Namespace + "/" + tc.HarvesterCluster.Name
+		Expect(runDocumentedOnManagement("harvester-identity.md", "list-expiring")).To(ContainSubstring(listed),
+			"docs/harvester-identity.md's listing names the cluster that warns")
 
 		By("running docs/harvester-identity.md's rotation commands with kubectl")
 		dir := GinkgoT().TempDir()
@@ -176,5 +180,7 @@ var _ = Describe("identity expiry", func() {
 			g.Expect(c.Reason).To(Equal(infrav1.IdentityNotExpiringSoonReason))
 			g.Expect(c.Message).To(ContainSubstring("expires at " + after.UTC().Format(time.RFC3339)))
 		}).Should(Succeed())
+		Expect(runDocumentedOnManagement("harvester-identity.md", "list-expiring")).NotTo(ContainSubstring(listed),
+			"the listing leaves out the rotated cluster")
 	})
 })

@@ -136,6 +136,9 @@ var _ = Describe("clusterctl move", func() {
 		old := &corev1.Secret{}
 		Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: oldSecret}, old)).To(Succeed())
 		Expect(old.Finalizers).To(ContainElement(controllers.IdentityFinalizer))
+		requireTool("JQ")
+		Expect(runDocumentedOnManagement("harvester-identity.md", "old-secret-unused", "NAMESPACE="+tc.Namespace, "SECRET="+oldSecret)).To(BeEmpty(),
+			"no HarvesterCluster names the old Secret")
 		runDocumentedOnManagement("harvester-identity.md", "release-old-secret", "NAMESPACE="+tc.Namespace, "SECRET="+oldSecret)
 		Eventually(func() bool { return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(old), old)) }).Should(BeTrue())
 		Expect(harvesterObjects(Default, tc.Target)).To(Equal(before), "the change of identity touched nothing on Harvester")
