@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -242,6 +244,29 @@ var _ = Describe("A target namespace the admin has not bound the identity in", f
 			c := conditionOf(g, hc, infrav1.HarvesterAvailableCondition)
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
+
+		By("a token and a kubeconfig for the identity, with the docs' commands: it may create VMs in the bound namespace")
+		dir := GinkgoT().TempDir()
+		out := runDocumented(documentedBlock("harvester-identity.md", "token")+documentedBlock("harvester-identity.md", "write-kubeconfig"), dir,
+			"KUBECONFIG="+adminPath, "HARVESTER_API="+testBed.Harvester.Env.Config.Host, "TARGET_NAMESPACE="+target)
+		Expect(strings.TrimSpace(out)).To(HaveSuffix("yes"))
+		written, err := clientcmd.LoadFromFile(filepath.Join(dir, "harvester.kubeconfig"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(written.Clusters["harvester"].Server).To(Equal(testBed.Harvester.Env.Config.Host))
+		Expect(written.Clusters["harvester"].CertificateAuthorityData).NotTo(BeEmpty(), "the CA is inline")
+		Expect(written.AuthInfos["capi-harvester-provider"].Token).NotTo(BeEmpty(), "the token is inline")
+		By("the kubeconfig goes into a Secret of the cluster's namespace that clusterctl move carries, with the docs' commands")
+		management, err := testBed.Management.Kubeconfig()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(dir, "management.yaml"), management, 0o600)).To(Succeed())
+		runDocumented(documentedBlock("harvester-identity.md", "identity-secret"), dir,
+			"KUBECONFIG="+filepath.Join(dir, "management.yaml"), "NAMESPACE="+namespace)
+		secret := &corev1.Secret{}
+		Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: "harvester-identity"}, secret)).To(Succeed())
+		Expect(secret.Labels).To(HaveKey("clusterctl.cluster.x-k8s.io/move"))
+		Expect(clientcmd.Load(secret.Data[infrav1.IdentitySecretKey])).To(HaveField("AuthInfos", HaveKey("capi-harvester-provider")))
+		Expect(mgmt().Delete(ctx, secret)).To(Succeed())
+
 		Expect(mgmt().Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})).To(Succeed())
 		Eventually(func() bool { return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)) }).
 			WithTimeout(time.Minute).Should(BeTrue())
