@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
+	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -292,6 +294,23 @@ var _ = Describe("HarvesterMachine", func() {
 		Expect(os.WriteFile(adminPath, admin, 0o600)).To(Succeed())
 		listed := runDocumented(documentedBlock("guest-images.md", "list-images"), GinkgoT().TempDir(), "KUBECONFIG="+adminPath)
 		Expect(listed).To(MatchRegexp(`(?m)^default\s+not-yet\s`))
+
+		By("an image put on Harvester as docs/guest-images.md says: applied, waited for until imported, listed under both names")
+		dir := GinkgoT().TempDir()
+		Expect(os.WriteFile(filepath.Join(dir, "image.yaml"), []byte(documentedYAML("guest-images.md", "image-yaml")), 0o600)).To(Succeed())
+		uploaded := make(chan string, 1)
+		go func() {
+			defer GinkgoRecover()
+			uploaded <- runDocumented(documentedBlock("guest-images.md", "upload-image"), dir, "KUBECONFIG="+adminPath)
+		}()
+		// Harvester downloads the file; the simulated one finishes the import once the object is there.
+		Eventually(func() error {
+			return testBed.Harvester.SetImageImported(ctx, "default", "ubuntu-2404-kube-v1-35-4", true)
+		}).Should(Succeed())
+		Eventually(uploaded).WithTimeout(time.Minute).Should(Receive(ContainSubstring("condition met")))
+		listed = runDocumented(documentedBlock("guest-images.md", "list-images"), GinkgoT().TempDir(), "KUBECONFIG="+adminPath)
+		Expect(listed).To(MatchRegexp(`(?m)^default\s+ubuntu-2404-kube-v1-35-4\s+ubuntu-2404-kube-v1.35.4$`))
+		Expect(harvesterClient().Delete(ctx, &harvesterv1.VirtualMachineImage{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ubuntu-2404-kube-v1-35-4"}})).To(Succeed())
 		Eventually(reason).Should(Equal(infrav1.ImageNotImportedReason))
 		Expect(testBed.Harvester.SetImageImported(ctx, "default", "not-yet", true)).To(Succeed())
 		Eventually(reason).Should(Equal(infrav1.KeyPairNotFoundReason))
