@@ -82,7 +82,7 @@ var _ = Describe("clusterctl with a release built here", func() {
 		By("docs/releases.md and getting-started.md: the release copied into the local repository, clusterctl init installs it")
 		runDocumented(documentedBlock("releases.md", "copy-local-release"), checkout, env...)
 		install := documentedBlock("getting-started.md", "install")
-		Expect(readmeBlockAfter("then\n")).To(Equal(install), "README.md's install command is getting-started.md's")
+		Expect(documentedBlock("README.md", "install")).To(Equal(install), "README.md's install command is getting-started.md's")
 		runDocumented(install, checkout, env...)
 		expectInstalled(m.Env.Client, first, registry)
 
@@ -190,20 +190,6 @@ func expectInstalled(c client.Client, version, registry string) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	Expect(c.Get(ctx, client.ObjectKey{Name: "harvesterclusters.infrastructure.cluster.x-k8s.io"}, crd)).To(Succeed())
 	Expect(crd.Labels).To(HaveKeyWithValue(clusterv1.ProviderNameLabel, bed.ProviderManifestLabel))
-}
-
-// readmeBlockAfter is README.md's shell block that follows the line that ends with marker.
-func readmeBlockAfter(marker string) string {
-	GinkgoHelper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
-	Expect(err).NotTo(HaveOccurred())
-	_, rest, ok := strings.Cut(string(data), marker)
-	Expect(ok).To(BeTrue(), "README.md has no %q", marker)
-	_, rest, ok = strings.Cut(rest, "```sh\n")
-	Expect(ok).To(BeTrue())
-	block, _, ok := strings.Cut(rest, "```")
-	Expect(ok).To(BeTrue())
-	return block
 }
 
 // freeLoopbackAddress is a loopback address with a port nothing listens on now.

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -108,6 +110,30 @@ var _ = Describe("A HarvesterClusterIdentity", func() {
 		identity.Spec.AllowedNamespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "a"}}
 		Expect(mgmt().Patch(ctx, identity, patch)).To(Succeed())
 		Eventually(available(allowed)).WithTimeout(time.Minute).Should(HaveField("Status", metav1.ConditionTrue))
+	})
+
+	It("is lent to a tenant as docs/harvester-identity.md says", func() {
+		Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}))).To(Succeed())
+		Expect(testBed.Harvester.AddTargetNamespace(ctx, "guests-a")).To(Succeed())
+		dir := GinkgoT().TempDir()
+		kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(dir, "harvester.kubeconfig"), kubeconfig, 0o600)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(dir, "identity.yaml"), []byte(documentedYAML("harvester-identity.md", "tenant-a-identity")), 0o600)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(documentedYAML("harvester-identity.md", "tenant-a-cluster")), 0o600)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(client.IgnoreNotFound(mgmt().Delete(ctx, &infrav1.HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "demo"}}))).To(Succeed())
+			Expect(client.IgnoreNotFound(mgmt().Delete(ctx, &infrav1.HarvesterClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}))).To(Succeed())
+			Expect(client.IgnoreNotFound(mgmt().Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testBed.Provider.Namespace, Name: "tenant-a-harvester"}}))).To(Succeed())
+		})
+		runDocumentedOnManagementIn(dir, "harvester-identity.md", "lend-tenant-a")
+		// The admin's identity and the tenant's HarvesterCluster, applied as written.
+		runDocumentedOnManagementIn(dir, "", "kubectl apply -f identity.yaml\nkubectl apply -f cluster.yaml\n")
+		hc := &infrav1.HarvesterCluster{}
+		Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: "tenant-a", Name: "demo"}, hc)).To(Succeed())
+		Expect(hc.Spec.IdentityRef).To(HaveField("Name", "tenant-a"))
+		listed := runDocumentedOnManagementIn(dir, "harvester-identity.md", "list-identities")
+		Expect(listed).To(MatchRegexp(`(?m)^tenant-a\s+tenant-a-harvester\s.*guests-a`), "the listing shows the identity's Secret and target namespaces")
 	})
 
 	It("is refused when it allows no namespace or targets a system namespace", func() {

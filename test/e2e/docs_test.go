@@ -12,7 +12,7 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
-// documentedBlock returns the shell block of a doc that follows the marker
+// documentedBlock returns the shell block of a doc (a file of docs/, or README.md) that follows the marker
 // `<!-- run by <test file>: <name> -->`: the commands the doc gives a user, which a test runs as
 // they are.
 func documentedBlock(doc, name string) string {
@@ -30,7 +30,11 @@ func documentedYAML(doc, name string) string {
 
 func documentedFence(doc, name, lang string) string {
 	GinkgoHelper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", doc))
+	path := filepath.Join(testenv.RepoRoot(), "docs", doc)
+	if doc == "README.md" {
+		path = filepath.Join(testenv.RepoRoot(), doc)
+	}
+	data, err := os.ReadFile(path)
 	Expect(err).NotTo(HaveOccurred())
 	text := string(data)
 	i := strings.Index(text, ": "+name+" -->")
@@ -46,8 +50,8 @@ func documentedFence(doc, name, lang string) string {
 }
 
 // runDocumented runs a documented block with bash (-e, -u, pipefail) in dir, with the kubectl,
-// clusterctl and jq that `make kubectl`, `make clusterctl` and `make jq` build first on PATH and env added to the
-// environment, and returns its output.
+// clusterctl and jq that `make kubectl`, `make clusterctl` and `make jq` build first on PATH and
+// env added to the environment, and returns its output.
 func runDocumented(block, dir string, env ...string) string {
 	GinkgoHelper()
 	kubectl := os.Getenv("KUBECTL")
@@ -71,12 +75,22 @@ func runDocumented(block, dir string, env ...string) string {
 // cluster, as its admin.
 func runDocumentedOnManagement(doc, name string, env ...string) string {
 	GinkgoHelper()
-	dir := GinkgoT().TempDir()
+	return runDocumentedOnManagementIn(GinkgoT().TempDir(), doc, name, env...)
+}
+
+// runDocumentedOnManagementIn is runDocumentedOnManagement in a directory of the test's (the
+// files the doc has the user write are there); with doc "", name is the commands themselves.
+func runDocumentedOnManagementIn(dir, doc, name string, env ...string) string {
+	GinkgoHelper()
 	kubeconfig, err := testBed.Management.Kubeconfig()
 	Expect(err).NotTo(HaveOccurred())
 	path := filepath.Join(dir, "management.yaml")
 	Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
-	return runDocumented(documentedBlock(doc, name), dir, append(env, "KUBECONFIG="+path)...)
+	block := name
+	if doc != "" {
+		block = documentedBlock(doc, name)
+	}
+	return runDocumented(block, dir, append(env, "KUBECONFIG="+path)...)
 }
 
 // requireTool fails unless the environment names a tool the Makefile builds for the docs'
