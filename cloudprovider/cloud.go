@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 // ProviderName is the cloud provider's name (--cloud-provider=harvester).
@@ -48,7 +48,7 @@ type Cloud struct {
 	config    *rest.Config
 	namespace string
 	opts      Options
-	addresses harvester.NodeAddressOptions
+	addresses guestcloud.NodeAddressOptions
 	// loadBalancers is set once StartLoadBalancers has started its watches.
 	loadBalancers atomic.Pointer[loadBalancers]
 }
@@ -93,7 +93,7 @@ func New(cloudConfig io.Reader, opts Options) (*Cloud, error) {
 	if c.addresses, err = addressOptions(opts); err != nil {
 		return nil, err
 	}
-	scheme, err := harvester.NewScheme()
+	scheme, err := guestcloud.NewScheme()
 	if err != nil {
 		return nil, err
 	}
@@ -103,8 +103,8 @@ func New(cloudConfig io.Reader, opts Options) (*Cloud, error) {
 	return c, nil
 }
 
-func addressOptions(o Options) (harvester.NodeAddressOptions, error) {
-	out := harvester.NodeAddressOptions{ManagementNetwork: o.ManagementNetwork}
+func addressOptions(o Options) (guestcloud.NodeAddressOptions, error) {
+	out := guestcloud.NodeAddressOptions{ManagementNetwork: o.ManagementNetwork}
 	parse := func(flag string, values []string) ([]netip.Prefix, error) {
 		var prefixes []netip.Prefix
 		for _, v := range values {

@@ -12,8 +12,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 // instances implements InstancesV2 on Harvester VMs.
@@ -25,7 +24,7 @@ type instances struct {
 // name, else by the hostname its VMI runs with. It returns nil, nil when there is none.
 func (i *instances) findVM(ctx context.Context, node *corev1.Node) (*kubevirtv1.VirtualMachine, error) {
 	c, ns := i.cloud.client, i.cloud.namespace
-	if uid, ok := strings.CutPrefix(node.Spec.ProviderID, infrav1.ProviderIDPrefix); ok && uid != "" {
+	if uid, ok := strings.CutPrefix(node.Spec.ProviderID, guestcloud.ProviderIDPrefix); ok && uid != "" {
 		vms := &kubevirtv1.VirtualMachineList{}
 		if err := c.List(ctx, vms, client.InNamespace(ns)); err != nil {
 			return nil, fmt.Errorf("listing VMs in %s: %w", ns, err)
@@ -95,7 +94,7 @@ func (i *instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 	if vm == nil {
 		return nil, cloudprovider.InstanceNotFound
 	}
-	md := &cloudprovider.InstanceMetadata{ProviderID: infrav1.ProviderIDPrefix + string(vm.UID)}
+	md := &cloudprovider.InstanceMetadata{ProviderID: guestcloud.ProviderIDPrefix + string(vm.UID)}
 	if t := vm.Spec.Template; t != nil && t.Spec.Domain.CPU != nil && t.Spec.Domain.Memory != nil && t.Spec.Domain.Memory.Guest != nil {
 		md.InstanceType = fmt.Sprintf("%dcpu-%s", t.Spec.Domain.CPU.Cores, t.Spec.Domain.Memory.Guest.String())
 	}
@@ -106,8 +105,8 @@ func (i *instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 		}
 		return nil, err
 	}
-	md.NodeAddresses = harvester.NodeAddresses(vmi, node, i.cloud.addresses)
-	md.Zone = vmi.Annotations[harvester.LabelZone]
-	md.Region = vmi.Annotations[harvester.LabelRegion]
+	md.NodeAddresses = guestcloud.NodeAddresses(vmi, node, i.cloud.addresses)
+	md.Zone = vmi.Annotations[corev1.LabelTopologyZone]
+	md.Region = vmi.Annotations[corev1.LabelTopologyRegion]
 	return md, nil
 }

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 // Reasons of the events the load balancer records on guest Services (the service controller
@@ -75,14 +75,14 @@ func (l *loadBalancers) cluster() string { return l.cloud.opts.ClusterName }
 // primaryRef is the primary Service (namespace/name) a secondary Service names; an empty
 // annotation names none.
 func primaryRef(svc *corev1.Service) (string, bool) {
-	ref := svc.Annotations[harvester.AnnotationServicePrimaryService]
+	ref := svc.Annotations[guestcloud.AnnotationServicePrimaryService]
 	return ref, ref != ""
 }
 
 // nameOf is the name of the Harvester load balancer of a Service (a primary one; a secondary has
 // none).
 func (l *loadBalancers) nameOf(svc *corev1.Service) string {
-	return harvester.ServiceLoadBalancerName(l.cluster(), svc.Namespace, svc.Name, svc.UID)
+	return guestcloud.ServiceLoadBalancerName(l.cluster(), svc.Namespace, svc.Name, svc.UID)
 }
 
 // GetLoadBalancerName names the Service's Harvester load balancer. The clusterName argument is
@@ -168,7 +168,7 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, _ string,
 		if users := l.secondariesOf(svc, nil); len(users) > 0 {
 			return l.refuse(svc, ReasonPrimaryServiceInUse, fmt.Errorf(
 				"Service %s/%s keeps its load balancer: %s still share its address (annotation %s); delete them or point them elsewhere first",
-				svc.Namespace, svc.Name, strings.Join(users, ", "), harvester.AnnotationServicePrimaryService))
+				svc.Namespace, svc.Name, strings.Join(users, ", "), guestcloud.AnnotationServicePrimaryService))
 		}
 	}
 	if err := l.deleteHarvesterLB(ctx, svc); err != nil {
@@ -180,11 +180,11 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, _ string,
 // ensureHarvesterLB creates the Service's load balancer or brings it up to date (Update: the
 // cloud-provider role has no patch on load balancers).
 func (l *loadBalancers) ensureHarvesterLB(ctx context.Context, svc *corev1.Service) (*lbv1.LoadBalancer, error) {
-	ipam, err := harvester.ServiceIPAM(svc)
+	ipam, err := guestcloud.ServiceIPAM(svc)
 	if err != nil {
 		return nil, l.refuse(svc, ReasonInvalidIPAM, err)
 	}
-	desired := harvester.BuildServiceLoadBalancer(l.cloud.namespace, l.cluster(), svc, ipam)
+	desired := guestcloud.BuildServiceLoadBalancer(l.cloud.namespace, l.cluster(), svc, ipam)
 	lb, err := l.get(ctx, desired.Name)
 	if err != nil {
 		return nil, err
@@ -195,12 +195,12 @@ func (l *loadBalancers) ensureHarvesterLB(ctx context.Context, svc *corev1.Servi
 		}
 		return desired, nil
 	}
-	if current := harvester.LoadBalancerIPAM(lb); current != ipam {
+	if current := guestcloud.LoadBalancerIPAM(lb); current != ipam {
 		return nil, l.refuse(svc, ReasonIPAMChangeRefused, fmt.Errorf(
 			"Service %s/%s asks for IPAM %s but its load balancer %s/%s has %s, which cannot change: re-create the Service to change it",
 			svc.Namespace, svc.Name, ipam, lb.Namespace, lb.Name, current))
 	}
-	if harvester.UpdateServiceLoadBalancer(lb, desired) {
+	if guestcloud.UpdateServiceLoadBalancer(lb, desired) {
 		if err := l.cloud.client.Update(ctx, lb); err != nil {
 			return nil, fmt.Errorf("updating load balancer %s/%s for Service %s/%s: %w", lb.Namespace, lb.Name, svc.Namespace, svc.Name, err)
 		}
@@ -211,7 +211,7 @@ func (l *loadBalancers) ensureHarvesterLB(ctx context.Context, svc *corev1.Servi
 // waitForAddress returns the address of a load balancer, waiting up to addressWait for Harvester
 // to allocate it; the load balancer returned is the latest seen.
 func (l *loadBalancers) waitForAddress(ctx context.Context, lb *lbv1.LoadBalancer) (string, *lbv1.LoadBalancer, error) {
-	if addr := harvester.ServiceLoadBalancerAddress(lb); addr != "" {
+	if addr := guestcloud.ServiceLoadBalancerAddress(lb); addr != "" {
 		return addr, lb, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, addressWait)
@@ -221,7 +221,7 @@ func (l *loadBalancers) waitForAddress(ctx context.Context, lb *lbv1.LoadBalance
 		latest := &lbv1.LoadBalancer{}
 		if err := l.harvesterLBs.Get(ctx, client.ObjectKeyFromObject(lb), latest); err == nil {
 			lb = latest
-			if addr := harvester.ServiceLoadBalancerAddress(lb); addr != "" {
+			if addr := guestcloud.ServiceLoadBalancerAddress(lb); addr != "" {
 				return addr, lb, nil
 			}
 		}
@@ -229,7 +229,7 @@ func (l *loadBalancers) waitForAddress(ctx context.Context, lb *lbv1.LoadBalance
 		case <-changed:
 		case <-ctx.Done():
 			problem := ""
-			if p := harvester.LoadBalancerProblem(lb); p != "" {
+			if p := guestcloud.LoadBalancerProblem(lb); p != "" {
 				problem = ": " + p
 			}
 			return "", nil, fmt.Errorf("load balancer %s/%s has no address yet%s (the Service gets it as soon as Harvester allocates one)",
@@ -243,10 +243,10 @@ func (l *loadBalancers) statusOf(svc *corev1.Service, lb *lbv1.LoadBalancer) *co
 	if lb == nil {
 		return nil
 	}
-	if harvester.LoadBalancerIPAM(lb) == lbv1.DHCP {
+	if guestcloud.LoadBalancerIPAM(lb) == lbv1.DHCP {
 		return svc.Status.LoadBalancer.DeepCopy()
 	}
-	return ingress(harvester.ServiceLoadBalancerAddress(lb))
+	return ingress(guestcloud.ServiceLoadBalancerAddress(lb))
 }
 
 func ingress(addr string) *corev1.LoadBalancerStatus {
@@ -286,7 +286,7 @@ func (l *loadBalancers) ensureSecondary(ctx context.Context, svc *corev1.Service
 		return nil, fmt.Errorf("primary Service %s/%s of %s/%s has no load balancer yet", primary.Namespace, primary.Name, svc.Namespace, svc.Name)
 	}
 	var addr string
-	if harvester.LoadBalancerIPAM(lb) == lbv1.DHCP {
+	if guestcloud.LoadBalancerIPAM(lb) == lbv1.DHCP {
 		// The address is the one kube-vip leased for the primary.
 		for _, in := range primary.Status.LoadBalancer.Ingress {
 			if in.IP != "" {
@@ -311,7 +311,7 @@ func (l *loadBalancers) ensureSecondary(ctx context.Context, svc *corev1.Service
 func (l *loadBalancers) primaryOf(ctx context.Context, svc *corev1.Service, refuse bool) (*corev1.Service, error) {
 	invalid := func(format string, args ...any) error {
 		err := fmt.Errorf("Service %s/%s: annotation %s: "+format,
-			append([]any{svc.Namespace, svc.Name, harvester.AnnotationServicePrimaryService}, args...)...)
+			append([]any{svc.Namespace, svc.Name, guestcloud.AnnotationServicePrimaryService}, args...)...)
 		if refuse {
 			return l.refuse(svc, ReasonInvalidPrimaryService, err)
 		}
@@ -426,15 +426,15 @@ func (l *loadBalancers) setKubeVIPAddress(ctx context.Context, svc *corev1.Servi
 // with its primary (LabelServicePrimaryService), as the upstream cloud provider does: kube-vip
 // announces the address once for all the Services that carry it.
 func (l *loadBalancers) setSharedAddress(ctx context.Context, svc, primary *corev1.Service, addr string) error {
-	return l.setAddress(ctx, svc, addr, ptr.To(harvester.PrimaryServiceLabelValue(primary.Namespace, primary.Name)))
+	return l.setAddress(ctx, svc, addr, ptr.To(guestcloud.PrimaryServiceLabelValue(primary.Namespace, primary.Name)))
 }
 
 // setAddress writes the kube-vip annotation and the primary-service label (nil: none) of a
 // Service, when they are not so already.
 func (l *loadBalancers) setAddress(ctx context.Context, svc *corev1.Service, addr string, primaryLabel *string) error {
-	label, labelled := svc.Labels[harvester.LabelServicePrimaryService]
+	label, labelled := svc.Labels[guestcloud.LabelServicePrimaryService]
 	labelOK := (primaryLabel == nil && !labelled) || (primaryLabel != nil && labelled && label == *primaryLabel)
-	if svc.Annotations[harvester.AnnotationKubeVIPLoadBalancerIPs] == addr && labelOK {
+	if svc.Annotations[guestcloud.AnnotationKubeVIPLoadBalancerIPs] == addr && labelOK {
 		return nil
 	}
 	if err := l.patchService(ctx, svc, &addr, primaryLabel); err != nil {
@@ -446,8 +446,8 @@ func (l *loadBalancers) setAddress(ctx context.Context, svc *corev1.Service, add
 // clearKubeVIPAddress takes the address (and the primary-service label) away from a Service that
 // stays (it no longer wants a load balancer); one being deleted is left alone.
 func (l *loadBalancers) clearKubeVIPAddress(ctx context.Context, svc *corev1.Service) error {
-	_, annotated := svc.Annotations[harvester.AnnotationKubeVIPLoadBalancerIPs]
-	_, labelled := svc.Labels[harvester.LabelServicePrimaryService]
+	_, annotated := svc.Annotations[guestcloud.AnnotationKubeVIPLoadBalancerIPs]
+	_, labelled := svc.Labels[guestcloud.LabelServicePrimaryService]
 	if (!annotated && !labelled) || svc.DeletionTimestamp != nil {
 		return nil
 	}
@@ -466,8 +466,8 @@ func (l *loadBalancers) clearKubeVIPAddress(ctx context.Context, svc *corev1.Ser
 func (l *loadBalancers) patchService(ctx context.Context, svc *corev1.Service, addr, primaryLabel *string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         svc.UID,
-		"annotations": map[string]*string{harvester.AnnotationKubeVIPLoadBalancerIPs: addr},
-		"labels":      map[string]*string{harvester.LabelServicePrimaryService: primaryLabel},
+		"annotations": map[string]*string{guestcloud.AnnotationKubeVIPLoadBalancerIPs: addr},
+		"labels":      map[string]*string{guestcloud.LabelServicePrimaryService: primaryLabel},
 	}})
 	if err != nil {
 		return err
@@ -484,11 +484,11 @@ func (l *loadBalancers) refuse(svc *corev1.Service, reason string, err error) er
 
 func (l *loadBalancers) warnIgnoredHealthCheck(svc *corev1.Service) {
 	for key := range svc.Annotations {
-		if strings.HasPrefix(key, harvester.AnnotationServiceHealthCheckPrefix) {
+		if strings.HasPrefix(key, guestcloud.AnnotationServiceHealthCheckPrefix) {
 			l.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonHealthCheckIgnored,
 				"annotations %s* are ignored: Harvester health-checks only load balancers of VMs, not those of guest Services, "+
 					"whose traffic kube-vip and kube-proxy send to ready endpoints only; use readiness probes",
-				harvester.AnnotationServiceHealthCheckPrefix)
+				guestcloud.AnnotationServiceHealthCheckPrefix)
 			return
 		}
 	}

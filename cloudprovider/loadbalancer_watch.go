@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 // byPrimaryIndex indexes guest Services by the primary Service (namespace/name) they name.
@@ -43,7 +43,7 @@ func (c *Cloud) StartLoadBalancers(ctx context.Context, guest kubernetes.Interfa
 	harvesterLBs, err := cache.New(c.config, cache.Options{
 		Scheme: c.client.Scheme(),
 		DefaultNamespaces: map[string]cache.Config{c.namespace: {
-			LabelSelector: labels.SelectorFromSet(labels.Set{harvester.LabelLBCluster: harvester.LabelValue(c.opts.ClusterName)}),
+			LabelSelector: labels.SelectorFromSet(labels.Set{guestcloud.LabelLBCluster: guestcloud.LabelValue(c.opts.ClusterName)}),
 		}},
 	})
 	if err != nil {
@@ -116,8 +116,8 @@ func (l *loadBalancers) observe(obj any) {
 		return
 	}
 	l.waiters.notify(lb.Name)
-	ns, name := lb.Labels[harvester.LabelLBServiceNamespace], lb.Labels[harvester.LabelLBServiceName]
-	if lb.DeletionTimestamp == nil && ns != "" && name != "" && harvester.ServiceLoadBalancerAddress(lb) != "" {
+	ns, name := lb.Labels[guestcloud.LabelLBServiceNamespace], lb.Labels[guestcloud.LabelLBServiceName]
+	if lb.DeletionTimestamp == nil && ns != "" && name != "" && guestcloud.ServiceLoadBalancerAddress(lb) != "" {
 		l.annotations.Add(ns + "/" + name)
 	}
 }
@@ -174,7 +174,7 @@ func (l *loadBalancers) annotate(ctx context.Context, key string) error {
 	if err := l.harvesterLBs.Get(ctx, client.ObjectKey{Namespace: l.cloud.namespace, Name: l.nameOf(svc)}, lb); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	addr := harvester.ServiceLoadBalancerAddress(lb)
+	addr := guestcloud.ServiceLoadBalancerAddress(lb)
 	if addr == "" || lb.DeletionTimestamp != nil {
 		return nil
 	}

@@ -18,8 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 // SyncTopology watches the guest's VMIs on Harvester and keeps the zone and region labels of
@@ -85,11 +84,11 @@ func syncNodeTopology(ctx context.Context, guest kubernetes.Interface, vmi *kube
 	if err != nil {
 		return err
 	}
-	if uid, ok := strings.CutPrefix(node.Spec.ProviderID, infrav1.ProviderIDPrefix); ok && !ownedBy(vmi, uid) {
+	if uid, ok := strings.CutPrefix(node.Spec.ProviderID, guestcloud.ProviderIDPrefix); ok && !ownedBy(vmi, uid) {
 		return nil // a Node of the same name, but another VM's
 	}
 	changes := map[string]any{}
-	for _, key := range []string{harvester.LabelZone, harvester.LabelRegion} {
+	for _, key := range []string{corev1.LabelTopologyZone, corev1.LabelTopologyRegion} {
 		want, known := vmi.Annotations[key]
 		if known && node.Labels[key] != want {
 			changes[key] = want

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
 
@@ -77,7 +78,7 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 	remaining, deleted, err := lbs.DeleteGuest(ctx, hc, s.guest)
 	for _, lb := range deleted {
 		r.Recorder.Eventf(hc, nil, corev1.EventTypeNormal, "GuestLoadBalancerDeleted", "Delete", "Deleted load balancer %s/%s that the guest's cloud controller manager made for Service %s/%s",
-			lb.Namespace, lb.Name, lb.Labels[harvester.LabelLBServiceNamespace], lb.Labels[harvester.LabelLBServiceName])
+			lb.Namespace, lb.Name, lb.Labels[guestcloud.LabelLBServiceNamespace], lb.Labels[guestcloud.LabelLBServiceName])
 	}
 	if err != nil || remaining > 0 {
 		// Each one's deletion event brings us back.

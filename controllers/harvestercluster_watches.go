@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
 
@@ -92,10 +93,10 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 // guest's cloud controller manager made to its HarvesterCluster while that is being deleted
 // (which waits for them to go; a live cluster has nothing to do on their changes).
 func (r *HarvesterClusterReconciler) loadBalancerToCluster(ctx context.Context, obj client.Object) []reconcile.Request {
-	if guest := obj.GetLabels()[harvester.LabelLBCluster]; guest != "" {
+	if guest := obj.GetLabels()[guestcloud.LabelLBCluster]; guest != "" {
 		return r.clustersWhere(ctx, func(hc *infrav1.HarvesterCluster) bool {
 			return !hc.DeletionTimestamp.IsZero() && hc.Spec.TargetNamespace == obj.GetNamespace() &&
-				guestID(hc, harvester.LabelValue) == guest
+				guestID(hc, guestcloud.LabelValue) == guest
 		})
 	}
 	id := obj.GetLabels()[harvester.LabelCluster]

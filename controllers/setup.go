@@ -21,6 +21,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
 
@@ -110,7 +111,7 @@ func UncachedObjects() []client.Object {
 // Setup adds the provider's controllers and their shared Harvester client factory to a manager.
 // The manager binary (main.go) and the test bed both call it, so tests run the real wiring.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
-	scheme, err := harvester.NewScheme()
+	scheme, err := guestcloud.NewScheme()
 	if err != nil {
 		return err
 	}

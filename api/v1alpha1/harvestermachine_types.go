@@ -5,6 +5,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 const (
@@ -14,7 +16,7 @@ const (
 
 	// ProviderIDPrefix starts every providerID this provider (and its cloud provider) reports:
 	// `harvester://<VM UID>`, the same form as the upstream Harvester cloud provider.
-	ProviderIDPrefix = "harvester://"
+	ProviderIDPrefix = guestcloud.ProviderIDPrefix
 
 	// CloudInitDiskName is the disk (and volume) the VM builder adds to every VM for its
 	// cloud-init data, under the name Harvester's own VM builder uses (harvester

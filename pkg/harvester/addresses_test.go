@@ -8,41 +8,8 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
-
-func TestMachineAddresses(t *testing.T) {
-	g := NewWithT(t)
-	vmi := &kubevirtv1.VirtualMachineInstance{Status: kubevirtv1.VirtualMachineInstanceStatus{
-		Interfaces: []kubevirtv1.VirtualMachineInstanceNetworkInterface{
-			{Name: "nic-0", IP: "10.10.0.5/16", IPs: []string{"10.10.0.5/16", "fe80::5054:ff:fe00:1", "fd00:10::5"}},
-			{Name: "storage", IP: "10.20.0.7", IPs: []string{"10.20.0.7", "127.0.0.1", "ff02::1"}},
-			{InterfaceName: "cni0", IP: "10.42.0.1"}, // the guest's own, not in the spec
-			{Name: "other", IP: "192.168.1.1"},       // a NIC the machine does not name
-			{Name: "nic-0", IP: "10.10.0.5"},         // reported twice
-		},
-	}}
-	got := MachineAddresses(vmi, []string{"nic-0", "storage"}, "cp-1")
-	g.Expect(got).To(Equal([]corev1.NodeAddress{
-		{Type: corev1.NodeInternalIP, Address: "10.10.0.5"},
-		{Type: corev1.NodeInternalIP, Address: "fd00:10::5"},
-		{Type: corev1.NodeExternalIP, Address: "10.20.0.7"},
-		{Type: corev1.NodeHostName, Address: "cp-1"},
-	}))
-	g.Expect(HasInternalIP(got)).To(BeTrue())
-	g.Expect(HasInternalIP(MachineAddresses(&kubevirtv1.VirtualMachineInstance{}, []string{"nic-0"}, "cp-1"))).To(BeFalse())
-}
-
-func TestParseInterfaceIP(t *testing.T) {
-	cases := map[string]bool{
-		"10.0.0.1": true, "10.0.0.1/24": true, "2001:db8::1/64": true, "::ffff:10.0.0.1": true,
-		"fe80::1": false, "127.0.0.1": false, "0.0.0.0": false, "224.0.0.1": false, "169.254.1.1": false, "nonsense": false, "": false,
-	}
-	for in, want := range cases {
-		if _, ok := ParseInterfaceIP(in); ok != want {
-			t.Errorf("ParseInterfaceIP(%q) usable = %v, want %v", in, ok, want)
-		}
-	}
-}
 
 // A machine whose second NIC is the management NIC reports that NIC's address as InternalIP,
 // while its VM keeps the NICs in spec order.
@@ -62,7 +29,7 @@ func TestMachineAddressesFollowTheManagementNIC(t *testing.T) {
 			{Name: "nic-2", IP: "10.30.0.9"},
 		},
 	}}
-	g.Expect(MachineAddresses(vmi, NetworkNames(spec), "w-1")).To(Equal([]corev1.NodeAddress{
+	g.Expect(guestcloud.MachineAddresses(vmi, NetworkNames(spec), "w-1")).To(Equal([]corev1.NodeAddress{
 		{Type: corev1.NodeInternalIP, Address: "10.10.0.5"},
 		{Type: corev1.NodeExternalIP, Address: "10.20.0.7"},
 		{Type: corev1.NodeExternalIP, Address: "10.30.0.9"},

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 // ErrInvalidKubeconfig is returned for an identity Secret whose kubeconfig is missing or bad.
@@ -596,7 +597,7 @@ func slimCached(obj any) (any, error) {
 	case *corev1.PersistentVolumeClaim:
 		return &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: withoutManagedFields(o.ObjectMeta)}, nil
 	case *lbv1.LoadBalancer:
-		if o.Labels[LabelManagedBy] == ManagedByValue && o.Labels[LabelLBCluster] == "" {
+		if o.Labels[LabelManagedBy] == ManagedByValue && o.Labels[guestcloud.LabelLBCluster] == "" {
 			o.SetManagedFields(nil)
 			return o, nil
 		}

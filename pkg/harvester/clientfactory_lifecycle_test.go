@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
@@ -299,7 +300,7 @@ func TestSilentHarvesterHoldsUpOnlyItsOwnIdentity(t *testing.T) {
 	working, err := sim.ProviderKubeconfig(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 
-	scheme, err := harvester.NewScheme()
+	scheme, err := guestcloud.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())
 	// Requests wait as long as the silent Harvester does: only the test ends its silence.
 	f := &harvester.ClientFactory{Scheme: scheme, QPS: 50, Burst: 100, RequestTimeout: time.Hour}
@@ -390,7 +391,7 @@ func startFactory(t *testing.T, g Gomega, f *harvester.ClientFactory) (context.C
 	sim, err := harvestersim.Start(ctx, harvestersim.DefaultOptions())
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { g.Expect(sim.Stop()).To(Succeed()) })
-	f.Scheme, err = harvester.NewScheme()
+	f.Scheme, err = guestcloud.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())
 	go func() { _ = f.Start(ctx) }()
 	return ctx, sim

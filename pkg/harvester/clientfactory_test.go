@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 // A kubeconfig that does not parse must not have its content echoed into conditions: YAML
@@ -117,7 +119,7 @@ func TestCachedObjectsKeepWhatTheProviderReads(t *testing.T) {
 	g.Expect(out.(*lbv1.LoadBalancer).Status.Address).To(Equal("10.0.0.9"))
 	g.Expect(out.(*lbv1.LoadBalancer).ManagedFields).To(BeNil())
 	guest := &lbv1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "guests", Name: "svc", Labels: map[string]string{LabelLBCluster: "ns.prod"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "guests", Name: "svc", Labels: map[string]string{guestcloud.LabelLBCluster: "ns.prod"},
 			Annotations: map[string]string{"big": strings.Repeat("x", 1<<16)}},
 		Spec: lbv1.LoadBalancerSpec{Description: strings.Repeat("y", 1<<16)},
 	}

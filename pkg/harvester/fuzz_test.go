@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 // FuzzNames checks the names the provider gives Harvester objects, for any input: each is what
@@ -39,7 +40,7 @@ func FuzzNames(f *testing.F) {
 			}
 		}
 
-		lb := once("ServiceLoadBalancerName", func() string { return ServiceLoadBalancerName(cluster, namespace, name, types.UID(uid)) })
+		lb := once("guestcloud.ServiceLoadBalancerName", func() string { return guestcloud.ServiceLoadBalancerName(cluster, namespace, name, types.UID(uid)) })
 		expect("service load balancer", lb, validation.IsDNS1035Label(lb), 63)
 
 		// Clusters of this and earlier versions: with an owner mark, and without.
@@ -66,7 +67,7 @@ func FuzzNames(f *testing.F) {
 		binding := once("CSIBindingName", func() string { return CSIBindingName(namespace, name) })
 		expect("CSI ClusterRoleBinding", binding, validation.IsDNS1123Subdomain(binding), 253)
 
-		value := once("LabelValue", func() string { return LabelValue(cluster) })
+		value := once("guestcloud.LabelValue", func() string { return guestcloud.LabelValue(cluster) })
 		expect("label value", value, validation.IsValidLabelValue(value), 63)
 
 		vm := once("VMName", func() string { return VMName(machine) })

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 const secretValue = "s3cr3t-value-never-shown"
@@ -202,7 +203,7 @@ func TestConnectionErrorsSayWhatFailedWithoutEchoingTheServer(t *testing.T) {
 			}))
 			g.Expect(err).NotTo(HaveOccurred())
 			rc.Timeout = 10 * time.Second
-			scheme, err := NewScheme()
+			scheme, err := guestcloud.NewScheme()
 			g.Expect(err).NotTo(HaveOccurred())
 			mapper := meta.NewDefaultRESTMapper(nil)
 			mapper.Add(harvesterv1.SchemeGroupVersion.WithKind("Setting"), meta.RESTScopeRoot)

@@ -38,19 +38,13 @@ const (
 
 	// Harvester's labels for guest-cluster VMs: with them Harvester keeps the host's topology
 	// on the VMIs and its load balancer finds a guest cluster's network.
-	LabelHarvesterCreator      = "harvesterhci.io/creator"
-	HarvesterCreatorValue      = "docker-machine-driver-harvester"
-	LabelHarvesterGuestCluster = "guestcluster.harvesterhci.io/name"
+	LabelHarvesterCreator = "harvesterhci.io/creator"
+	HarvesterCreatorValue = "docker-machine-driver-harvester"
 )
 
 // AnnotationMachine, on a VM and its VMI, holds the whole name of their HarvesterMachine, which
 // LabelMachine cannot hold when it is longer than a label value.
 const AnnotationMachine = "harvester.infrastructure.cluster.x-k8s.io/machine-name"
-
-// AnnotationManagementNetwork on a VMI names its management interface (the machine's
-// `management` NIC) when that is not the first: the guest's cloud provider reads it, so the
-// node's InternalIP is the address the machine reports.
-const AnnotationManagementNetwork = "harvester.infrastructure.cluster.x-k8s.io/management-network"
 
 // Harvester annotations the provider writes or reads.
 const (

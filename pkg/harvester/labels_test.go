@@ -143,3 +143,10 @@ func TestControlPlaneLoadBalancerServesRKE2Registration(t *testing.T) {
 	lb := BuildControlPlaneLoadBalancer(hc, guest, ControlPlaneKindRKE2)
 	g.Expect(lb.Spec.HealthCheck.Port).To(Equal(uint(APIServerPort)), "the health check stays on the API server")
 }
+
+// The cluster ID of the guest's load balancers (guestcloud.ServiceLoadBalancerName) is
+// namespace.name.
+func TestGuestIDIsNamespaceDotName(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect((Guest{Namespace: "capi-ns", Name: "my-cluster"}).ID()).To(Equal("capi-ns.my-cluster"))
+}

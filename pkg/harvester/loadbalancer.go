@@ -16,19 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
-// The load balancer controller's annotations and values (harvester-load-balancer
-// pkg/utils/const.go).
 const (
-	AnnotationLBNetwork   = "loadbalancer.harvesterhci.io/network"
-	AnnotationLBProject   = "loadbalancer.harvesterhci.io/project"
-	AnnotationLBNamespace = "loadbalancer.harvesterhci.io/namespace"
-	AnnotationLBCluster   = "loadbalancer.harvesterhci.io/cluster"
-
-	// AddressAskDHCP is the address of a dhcp load balancer that has no lease yet.
-	AddressAskDHCP = "0.0.0.0"
-
 	// APIServerPort is the guest API server's port behind the control-plane load balancer.
 	APIServerPort = 6443
 	// RKE2SupervisorPort is where RKE2 servers take joining nodes: Cluster API's RKE2 provider
@@ -98,26 +89,15 @@ func BuildControlPlaneLoadBalancer(hc *infrav1.HarvesterCluster, g Guest, contro
 		lb.Spec.IPAM = lbv1.DHCP
 	}
 	if hc.Spec.LoadBalancer.Network != "" {
-		lb.Annotations[AnnotationLBNetwork] = hc.Spec.LoadBalancer.Network
+		lb.Annotations[guestcloud.AnnotationLBNetwork] = hc.Spec.LoadBalancer.Network
 	}
 	return lb
 }
 
 // LoadBalancerAddress returns the address a vm-type load balancer serves on, or "".
 func LoadBalancerAddress(lb *lbv1.LoadBalancer) string {
-	if lb.Status.Address != "" && lb.Status.Address != AddressAskDHCP {
+	if lb.Status.Address != "" && lb.Status.Address != guestcloud.AddressAskDHCP {
 		return lb.Status.Address
-	}
-	return ""
-}
-
-// LoadBalancerProblem returns the message of a load balancer's Ready condition when it is not
-// ready, or "".
-func LoadBalancerProblem(lb *lbv1.LoadBalancer) string {
-	for _, c := range lb.Status.Conditions {
-		if c.Type == lbv1.LoadBalancerReady && c.Status == corev1.ConditionFalse {
-			return c.Message
-		}
 	}
 	return ""
 }
@@ -205,7 +185,7 @@ func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav
 		st.Ready, st.Reason = true, infrav1.ReadyReason
 		return st, nil
 	}
-	problem := LoadBalancerProblem(lb)
+	problem := guestcloud.LoadBalancerProblem(lb)
 	switch {
 	case problem == "" || problem == "no running backend servers":
 		st.Reason, st.Message = infrav1.WaitingForAddressReason, "waiting for Harvester to allocate an address"
@@ -257,7 +237,7 @@ func (s *LoadBalancerService) DeleteControlPlane(ctx context.Context, hc *infrav
 func (s *LoadBalancerService) DeleteGuest(ctx context.Context, hc *infrav1.HarvesterCluster, g Guest) (left int, deleted []*lbv1.LoadBalancer, err error) {
 	lbs := &lbv1.LoadBalancerList{}
 	if err := s.C.Cache.List(ctx, lbs, client.InNamespace(hc.Spec.TargetNamespace), client.MatchingLabels{
-		LabelLBCluster: LabelValue(g.ID()),
+		guestcloud.LabelLBCluster: guestcloud.LabelValue(g.ID()),
 	}); err != nil {
 		return 0, nil, ClassifyError(err, "listing the guest's load balancers")
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 // readerCache serves a fake client's reads as the connection's cache (no informers).
@@ -29,7 +30,7 @@ type readerCache struct {
 // free), and one that comes back with another address does not serve the endpoint.
 func TestControlPlaneLoadBalancerOwnershipIsRecorded(t *testing.T) {
 	g := NewWithT(t)
-	scheme, err := NewScheme()
+	scheme, err := guestcloud.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())
 	guest := Guest{Namespace: "ns", Name: "prod", Mark: "0123456789"}
 	cluster := func(annotations map[string]string) *infrav1.HarvesterCluster {

@@ -13,6 +13,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 const (
@@ -86,8 +87,8 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 	spec := &m.Spec
 	labels := MachineLabels(in)
 	templateLabels := map[string]string{
-		LabelHarvesterCreator:      HarvesterCreatorValue,
-		LabelHarvesterGuestCluster: labels[LabelCluster],
+		LabelHarvesterCreator:                 HarvesterCreatorValue,
+		guestcloud.LabelHarvesterGuestCluster: labels[LabelCluster],
 	}
 	for k, v := range labels {
 		templateLabels[k] = v
@@ -147,7 +148,7 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 		templateAnnotations[AnnotationSSHNames] = string(names)
 	}
 	if mgmt := ManagementNetworkName(spec); len(spec.Networks) > 0 && mgmt != interfaces[0].Name {
-		templateAnnotations[AnnotationManagementNetwork] = mgmt
+		templateAnnotations[guestcloud.AnnotationManagementNetwork] = mgmt
 	}
 	diskNames := make([]string, 0, len(disks))
 	for _, d := range disks {

@@ -12,6 +12,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 func testInput() *VMInput {
@@ -47,7 +48,7 @@ func TestBuildVM(t *testing.T) {
 	g.Expect(vm.Labels).To(HaveKeyWithValue(LabelRole, RoleControlPlane))
 	tmpl := vm.Spec.Template
 	g.Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(LabelMachine, "cp-abcde"))
-	g.Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(LabelHarvesterGuestCluster, "default.demo"))
+	g.Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(guestcloud.LabelHarvesterGuestCluster, "default.demo"))
 	g.Expect(tmpl.ObjectMeta.Annotations).To(HaveKeyWithValue(AnnotationSSHNames, `["guests/ops"]`))
 	g.Expect(*vm.Spec.RunStrategy).To(Equal(kubevirtv1.RunStrategyAlways))
 
@@ -154,7 +155,7 @@ func TestBuildVMWithDevicesCPUModelAndManagementNIC(t *testing.T) {
 	g.Expect(networks).To(Equal(nics), "each interface with its network")
 	g.Expect(vm.Spec.Template.Spec.Networks[0].Multus.NetworkName).To(Equal(in.Machine.Spec.Networks[1].NetworkName))
 	g.Expect(NetworkNames(&in.Machine.Spec)).To(Equal(nics))
-	g.Expect(vm.Spec.Template.ObjectMeta.Annotations).NotTo(HaveKey(AnnotationManagementNetwork), "the management NIC is first")
+	g.Expect(vm.Spec.Template.ObjectMeta.Annotations).NotTo(HaveKey(guestcloud.AnnotationManagementNetwork), "the management NIC is first")
 
 	vm, err = BuildVM(testInput())
 	g.Expect(err).NotTo(HaveOccurred())
@@ -162,5 +163,5 @@ func TestBuildVMWithDevicesCPUModelAndManagementNIC(t *testing.T) {
 	g.Expect(domain.CPU.Model).To(BeEmpty())
 	g.Expect(domain.Devices.HostDevices).To(BeEmpty())
 	g.Expect(domain.Devices.GPUs).To(BeEmpty())
-	g.Expect(vm.Spec.Template.ObjectMeta.Annotations).NotTo(HaveKey(AnnotationManagementNetwork), "the first NIC needs no annotation")
+	g.Expect(vm.Spec.Template.ObjectMeta.Annotations).NotTo(HaveKey(guestcloud.AnnotationManagementNetwork), "the first NIC needs no annotation")
 }

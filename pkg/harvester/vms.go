@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 // CloudInitSecretName is the Secret on Harvester that holds a machine's cloud-init data.
@@ -153,10 +154,10 @@ func (s *VMService) Observe(ctx context.Context, vm *kubevirtv1.VirtualMachine, 
 		st.Reason, st.Message = vmiWaitReason(vmi)
 		return st, nil
 	}
-	st.Addresses = MachineAddresses(vmi, NetworkNames(&m.Spec), VMName(m.Name))
+	st.Addresses = guestcloud.MachineAddresses(vmi, NetworkNames(&m.Spec), VMName(m.Name))
 	// A management NIC with claimed static addresses has its address: no need to wait for the
 	// guest agent, which an air-gapped guest may not have.
-	if !HasInternalIP(st.Addresses) && !hasClaimedManagementAddress(m) {
+	if !guestcloud.HasInternalIP(st.Addresses) && !hasClaimedManagementAddress(m) {
 		st.Reason, st.Message = infrav1.WaitingForIPReason, "the VM runs but its management NIC reports no address yet: "+
 			"the image needs a running qemu-guest-agent (spec.guestAgent), or the management NIC static addresses from IP pools"
 		return st, nil

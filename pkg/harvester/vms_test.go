@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 // With a HarvesterClusterIdentity, a machine names images, key pairs and networks of its target
@@ -15,7 +16,7 @@ import (
 // would otherwise boot a tenant's VM from another tenant's image on another tenant's network.
 func TestReferencesStayInSharedNamespaces(t *testing.T) {
 	g := NewWithT(t)
-	scheme, err := NewScheme()
+	scheme, err := guestcloud.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())
 	c := &Client{Client: fake.NewClientBuilder().WithScheme(scheme).Build()}
 	reason := func(svc *VMService, spec infrav1.HarvesterMachineSpec) string {

@@ -35,6 +35,7 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	harvestercloud "github.com/seed-0a7eb009/cluster-api-provider-harvester/cloudprovider"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates/addons"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
@@ -98,8 +99,8 @@ func runCCM(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, ser
 	allocated, bareSeen, inStatus := newStamps(), newStamps(), newStamps()
 	lbAddressed := func(stamp *stamps) func(any) {
 		return func(obj any) {
-			if lb, ok := obj.(*lbv1.LoadBalancer); ok && lb.DeletionTimestamp == nil && harvester.ServiceLoadBalancerAddress(lb) != "" {
-				if svc := lb.Labels[harvester.LabelLBServiceName]; svc != "" {
+			if lb, ok := obj.(*lbv1.LoadBalancer); ok && lb.DeletionTimestamp == nil && guestcloud.ServiceLoadBalancerAddress(lb) != "" {
+				if svc := lb.Labels[guestcloud.LabelLBServiceName]; svc != "" {
 					stamp.mark(svc)
 				}
 			}
@@ -186,7 +187,7 @@ func bareCache(_ context.Context, kubeconfig []byte) (cache.Cache, error) {
 		return nil, err
 	}
 	cfg.UserAgent = bareAgent
-	scheme, err := harvester.NewScheme()
+	scheme, err := guestcloud.NewScheme()
 	if err != nil {
 		return nil, err
 	}

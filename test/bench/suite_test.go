@@ -30,6 +30,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
@@ -350,7 +351,7 @@ func runBaseline(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		return nil, err
 	}
 	cfg.UserAgent, cfg.QPS, cfg.Burst = bareAgent, 100, 200
-	scheme, err := harvester.NewScheme()
+	scheme, err := guestcloud.NewScheme()
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
@@ -220,7 +220,7 @@ func serviceLoadBalancer(ctx context.Context, b *bed.Bed, o options, p *progress
 		return fmt.Errorf("the guest's Service got no address from our CCM: %w", err)
 	}
 	p.say(fmt.Sprintf("Service default/web: address %s (kube-vip announces %s)", svc.Status.LoadBalancer.Ingress[0].IP,
-		svc.Annotations[harvester.AnnotationKubeVIPLoadBalancerIPs]))
+		svc.Annotations[guestcloud.AnnotationKubeVIPLoadBalancerIPs]))
 	return nil
 }
 

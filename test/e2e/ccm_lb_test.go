@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	harvestercloud "github.com/seed-0a7eb009/cluster-api-provider-harvester/cloudprovider"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates/addons"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
@@ -137,7 +137,7 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		return func(g Gomega) string {
 			out := &corev1.Service{}
 			g.Expect(guestAdmin.Get(ctx, client.ObjectKeyFromObject(svc), out)).To(Succeed())
-			return out.Annotations[harvester.AnnotationKubeVIPLoadBalancerIPs]
+			return out.Annotations[guestcloud.AnnotationKubeVIPLoadBalancerIPs]
 		}
 	}
 	events := func(svc *corev1.Service) func(Gomega) []corev1.Event {
@@ -179,9 +179,9 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 			Expect(harvesterClient().Delete(ctx, &lbv1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: services}})).To(Succeed())
 		})
 		web := create(lbService("web", map[string]string{
-			harvester.AnnotationServiceNetwork: "default/vlan10",
+			guestcloud.AnnotationServiceNetwork: "default/vlan10",
 			// Rancher's UI writes these for the cloud provider before v0.2.0.
-			harvester.AnnotationServiceHealthCheckPrefix + "port": "80",
+			guestcloud.AnnotationServiceHealthCheckPrefix + "port": "80",
 		}, tcp(80), tcp(443)))
 		free := pool(Default, services).Status.Available
 
@@ -198,12 +198,12 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		Expect(lb.Spec.WorkloadType).To(Equal(lbv1.Cluster))
 		Expect(lb.Spec.IPAM).To(Equal(lbv1.Pool))
 		Expect(lb.Labels).To(Equal(map[string]string{
-			harvester.LabelLBCluster: clusterName, harvester.LabelLBServiceNamespace: "default", harvester.LabelLBServiceName: "web",
+			guestcloud.LabelLBCluster: clusterName, guestcloud.LabelLBServiceNamespace: "default", guestcloud.LabelLBServiceName: "web",
 		}))
 		// Asked for, then replaced by Harvester's webhook (no node-driver VMs here).
-		Expect(lb.Annotations).To(HaveKeyWithValue(harvester.AnnotationLBNetwork, ""))
-		Expect(lb.Annotations).To(HaveKeyWithValue(harvester.AnnotationLBCluster, clusterName))
-		Expect(lb.Spec.BackendServerSelector).To(Equal(map[string][]string{harvester.LabelHarvesterGuestCluster: {clusterName}}))
+		Expect(lb.Annotations).To(HaveKeyWithValue(guestcloud.AnnotationLBNetwork, ""))
+		Expect(lb.Annotations).To(HaveKeyWithValue(guestcloud.AnnotationLBCluster, clusterName))
+		Expect(lb.Spec.BackendServerSelector).To(Equal(map[string][]string{guestcloud.LabelHarvesterGuestCluster: {clusterName}}))
 		Expect(lb.Spec.HealthCheck).To(BeNil())
 		Eventually(events(web)).Should(event(harvestercloud.ReasonHealthCheckIgnored, "readiness probes"))
 		svc := latest(web)
@@ -226,7 +226,7 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		Expect(harvesterLB(Default, name).Spec.Listeners).To(HaveLen(3))
 
 		By("sharing the address with a secondary Service")
-		primary := map[string]string{harvester.AnnotationServicePrimaryService: "default/web"}
+		primary := map[string]string{guestcloud.AnnotationServicePrimaryService: "default/web"}
 		// 443/UDP does not collide with the primary's 443/TCP.
 		alt := create(lbService("web-alt", primary, tcp(8080), udp(443)))
 		Expect(ensure(alt)).To(HaveField("Ingress", ConsistOf(HaveField("IP", ip))))
@@ -246,11 +246,11 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 			"the ports of the other secondaries count too")
 
 		By("refusing chains and unknown primaries")
-		chain := create(lbService("web-chain", map[string]string{harvester.AnnotationServicePrimaryService: "default/web-alt"}, tcp(7070)))
+		chain := create(lbService("web-chain", map[string]string{guestcloud.AnnotationServicePrimaryService: "default/web-alt"}, tcp(7070)))
 		_, err = ensure(chain)
 		Expect(err).To(MatchError(ContainSubstring("cannot be chained")))
 		Eventually(events(chain)).Should(event(harvestercloud.ReasonInvalidPrimaryService, "cannot be chained"))
-		orphan := create(lbService("web-orphan", map[string]string{harvester.AnnotationServicePrimaryService: "default/nobody"}, tcp(7070)))
+		orphan := create(lbService("web-orphan", map[string]string{guestcloud.AnnotationServicePrimaryService: "default/nobody"}, tcp(7070)))
 		_, err = ensure(orphan)
 		Expect(err).To(MatchError(ContainSubstring("does not exist")))
 		Eventually(events(orphan)).Should(event(harvestercloud.ReasonInvalidPrimaryService, "default/nobody does not exist"))
@@ -261,7 +261,7 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		By("refusing a change of IPAM")
 		Eventually(func(g Gomega) {
 			svc := latest(web)
-			svc.Annotations[harvester.AnnotationServiceIPAM] = "dhcp"
+			svc.Annotations[guestcloud.AnnotationServiceIPAM] = "dhcp"
 			g.Expect(guestAdmin.Update(ctx, svc)).To(Succeed())
 		}).Should(Succeed())
 		_, err = ensure(web)
@@ -271,7 +271,7 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		Expect(kubeVIP(web)(Default)).To(Equal(ip))
 		Eventually(func(g Gomega) {
 			svc := latest(web)
-			delete(svc.Annotations, harvester.AnnotationServiceIPAM)
+			delete(svc.Annotations, guestcloud.AnnotationServiceIPAM)
 			g.Expect(guestAdmin.Update(ctx, svc)).To(Succeed())
 		}).Should(Succeed())
 
@@ -339,14 +339,14 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		Expect(harvesterLB(Default, name).Status.AllocatedAddress.IPPool).To(Equal(lateIPs))
 
 		By("leaving a DHCP address to kube-vip")
-		lease := create(lbService("lease", map[string]string{harvester.AnnotationServiceIPAM: "dhcp"}, tcp(53), udp(53)))
-		Eventually(kubeVIP(lease)).Should(Equal(harvester.AddressAskDHCP))
+		lease := create(lbService("lease", map[string]string{guestcloud.AnnotationServiceIPAM: "dhcp"}, tcp(53), udp(53)))
+		Eventually(kubeVIP(lease)).Should(Equal(guestcloud.AddressAskDHCP))
 		Eventually(events(lease)).Should(event("EnsuredLoadBalancer", ""))
 		leaseLB := balancer.GetLoadBalancerName(ctx, clusterName, lease)
 		Eventually(func(g Gomega) {
 			lb := harvesterLB(g, leaseLB)
 			g.Expect(lb.Spec.IPAM).To(Equal(lbv1.DHCP))
-			g.Expect(lb.Status.AllocatedAddress.IP).To(Equal(harvester.AddressAskDHCP))
+			g.Expect(lb.Status.AllocatedAddress.IP).To(Equal(guestcloud.AddressAskDHCP))
 		}).Should(Succeed())
 		Expect(latest(lease).Status.LoadBalancer.Ingress).To(BeEmpty(), "0.0.0.0 is no address; kube-vip writes the lease")
 		// kube-vip leases an address and writes it to the Service's status.
@@ -355,7 +355,7 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.10.200.77", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
 			g.Expect(guestAdmin.Status().Update(ctx, svc)).To(Succeed())
 		}).Should(Succeed())
-		leaseAlt := create(lbService("lease-alt", map[string]string{harvester.AnnotationServicePrimaryService: "default/lease"}, tcp(853)))
+		leaseAlt := create(lbService("lease-alt", map[string]string{guestcloud.AnnotationServicePrimaryService: "default/lease"}, tcp(853)))
 		Eventually(kubeVIP(leaseAlt)).Should(Equal("10.10.200.77"), "a secondary shares the primary's lease")
 		Eventually(func(g Gomega) {
 			g.Expect(latest(leaseAlt).Status.LoadBalancer.Ingress).To(ConsistOf(HaveField("IP", "10.10.200.77")))

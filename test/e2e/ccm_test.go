@@ -19,6 +19,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	harvestercloud "github.com/seed-0a7eb009/cluster-api-provider-harvester/cloudprovider"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
 
@@ -87,7 +88,7 @@ var _ = Describe("cloud provider InstancesV2", func() {
 
 		By("honouring kubelet's --node-ip")
 		provided := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: hm.Name,
-			Annotations: map[string]string{harvester.AnnotationProvidedNodeIP: vmi.Status.Interfaces[1].IP}}}
+			Annotations: map[string]string{guestcloud.AnnotationProvidedNodeIP: vmi.Status.Interfaces[1].IP}}}
 		md, err := instances.InstanceMetadata(ctx, provided)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(md.NodeAddresses[0]).To(Equal(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: vmi.Status.Interfaces[1].IP}))

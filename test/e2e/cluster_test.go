@@ -16,6 +16,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
 
@@ -165,8 +166,8 @@ var _ = Describe("HarvesterCluster", func() {
 		guestLB := func(name, cluster string) *lbv1.LoadBalancer {
 			return &lbv1.LoadBalancer{
 				ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: name, Labels: map[string]string{
-					harvester.LabelLBCluster: harvester.LabelValue(cluster), harvester.LabelLBServiceNamespace: "default",
-					harvester.LabelLBServiceName: name,
+					guestcloud.LabelLBCluster: guestcloud.LabelValue(cluster), guestcloud.LabelLBServiceNamespace: "default",
+					guestcloud.LabelLBServiceName: name,
 				}},
 				Spec: lbv1.LoadBalancerSpec{WorkloadType: lbv1.Cluster, IPAM: lbv1.Pool,
 					Listeners: []lbv1.Listener{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, BackendPort: 30080}}},

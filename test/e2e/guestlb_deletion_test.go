@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 // A cluster's deletion removes the load balancers its guest's cloud controller manager made,
@@ -29,7 +29,7 @@ var _ = Describe("Deletion of a cluster with guest load balancers", func() {
 		}
 		// As the guest's CCM makes it; a finalizer keeps it while "Harvester releases its
 		// address", which the test decides.
-		lb := harvester.BuildServiceLoadBalancer(tc.Target, tc.guest().ID(), svc, lbv1.Pool)
+		lb := guestcloud.BuildServiceLoadBalancer(tc.Target, tc.guest().ID(), svc, lbv1.Pool)
 		lb.Finalizers = []string{held}
 		Expect(harvesterClient().Create(ctx, lb)).To(Succeed())
 

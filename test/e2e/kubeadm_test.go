@@ -23,6 +23,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/guest"
@@ -227,7 +228,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			g.Expect(gc.Env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
 			g.Expect(svc.Status.LoadBalancer.Ingress).To(HaveLen(1))
 			g.Expect(svc.Status.LoadBalancer.Ingress[0].IP).To(HavePrefix("127.77.0."))
-			g.Expect(svc.Annotations).To(HaveKeyWithValue(harvester.AnnotationKubeVIPLoadBalancerIPs, svc.Status.LoadBalancer.Ingress[0].IP))
+			g.Expect(svc.Annotations).To(HaveKeyWithValue(guestcloud.AnnotationKubeVIPLoadBalancerIPs, svc.Status.LoadBalancer.Ingress[0].IP))
 		}).Should(Succeed())
 
 		By("the volumes the guest's CSI driver makes on Harvester are recorded while the guest lives (reclaim policy Delete only)")

@@ -19,6 +19,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 )
 
@@ -44,7 +45,7 @@ var _ = Describe("Two management clusters sharing a Harvester namespace", func()
 			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP}}},
 		}
 		// As the first guest's CCM makes it (the second's deletion deletes its own guest's).
-		guestLB := harvester.BuildServiceLoadBalancer(target, a.guest().ID(), svc, lbv1.Pool)
+		guestLB := guestcloud.BuildServiceLoadBalancer(target, a.guest().ID(), svc, lbv1.Pool)
 		Expect(harvesterClient().Create(ctx, guestLB)).To(Succeed())
 		var aLB lbv1.LoadBalancer
 		Eventually(func(g Gomega) {

@@ -10,16 +10,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"os"
 	"sync"
 	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
@@ -156,7 +157,7 @@ type Harvester struct {
 
 // Scheme knows every kind a Harvester cluster serves that the simulator handles.
 func Scheme() (*runtime.Scheme, error) {
-	scheme, err := harvester.NewScheme()
+	scheme, err := guestcloud.NewScheme()
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
@@ -196,7 +196,7 @@ func adminClient(kubeconfig []byte) (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("HARVESTER_KUBECONFIG: %w", err)
 	}
-	scheme, err := harvester.NewScheme()
+	scheme, err := guestcloud.NewScheme()
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package harvester
+package guestcloud
 
 import (
 	"crypto/sha256"
@@ -224,6 +224,17 @@ func ServiceLoadBalancerAddress(lb *lbv1.LoadBalancer) string {
 	for _, a := range []string{lb.Status.AllocatedAddress.IP, lb.Status.Address} {
 		if a != "" && a != AddressAskDHCP {
 			return a
+		}
+	}
+	return ""
+}
+
+// LoadBalancerProblem returns the message of a load balancer's Ready condition when it is not
+// ready, or "".
+func LoadBalancerProblem(lb *lbv1.LoadBalancer) string {
+	for _, c := range lb.Status.Conditions {
+		if c.Type == lbv1.LoadBalancerReady && c.Status == corev1.ConditionFalse {
+			return c.Message
 		}
 	}
 	return ""

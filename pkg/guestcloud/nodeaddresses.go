@@ -1,4 +1,4 @@
-package harvester
+package guestcloud
 
 import (
 	"net/netip"

@@ -1,0 +1,39 @@
+package cloudprovider_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The guest's cloud controller manager is an image of its own in every guest: it links what it
+// uses (k8s.io/cloud-provider, client-go, controller-runtime's client and cache, the Harvester
+// API types and pkg/guestcloud), never Cluster API nor controller-runtime's manager, builder or
+// webhook packages, which the provider's API types would bring in through api/v1alpha1 or
+// pkg/harvester.
+func TestTheCCMLinksNoClusterAPI(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/seed-0a7eb009/cluster-api-provider-harvester/cloudprovider/cmd/harvester-cloud-controller-manager").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 100 {
+		t.Fatalf("go list gave %d packages: %q", len(deps), out)
+	}
+	forbidden := []string{
+		"sigs.k8s.io/cluster-api",
+		"sigs.k8s.io/controller-runtime/pkg/manager",
+		"sigs.k8s.io/controller-runtime/pkg/builder",
+		"sigs.k8s.io/controller-runtime/pkg/webhook",
+		"github.com/seed-0a7eb009/cluster-api-provider-harvester/api/",
+		"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester",
+		"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers",
+	}
+	for _, dep := range deps {
+		for _, f := range forbidden {
+			if dep == f || strings.HasPrefix(dep, f+"/") || (strings.HasSuffix(f, "/") && strings.HasPrefix(dep, f)) {
+				t.Errorf("the CCM links %s", dep)
+			}
+		}
+	}
+}
