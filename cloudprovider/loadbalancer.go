@@ -1,5 +1,9 @@
 package cloudprovider
 
+// Long file: the cloud provider's LoadBalancer interface (get, ensure, update, delete) over one
+// Harvester load balancer per Service, with the checks of a guest's Service annotations it needs;
+// the watch that wakes it is apart (loadbalancer_watch.go).
+
 import (
 	"context"
 	"encoding/json"

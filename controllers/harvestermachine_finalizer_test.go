@@ -83,7 +83,7 @@ func TestMachineFinalizerIsWrittenFirstAndTheReconcileGoesOn(t *testing.T) {
 	}
 	// A reconcile from the cache's copy of either version the two writes left behind works
 	// from the last write: nothing to write again, and no conflict.
-	if own := r.ownLastWrite(read.DeepCopy()); own == nil || own.ResourceVersion != got.ResourceVersion {
+	if own := ownLast(r, read.DeepCopy()); own == nil || own.ResourceVersion != got.ResourceVersion {
 		t.Errorf("the version read before the finalizer does not give the last write %s: %v", got.ResourceVersion, own)
 	}
 	writes = nil

@@ -41,7 +41,7 @@ func TestMachinePatchWritesSpecThenStatusLocked(t *testing.T) {
 	changed.Spec.ProviderID = "harvester://uid"
 	changed.Status.Initialization.Provisioned = ptr.To(true)
 	setVMCondition(changed, metav1.ConditionTrue, infrav1.ReadyReason, "")
-	if err := r.patch(ctx, stale, changed); err != nil {
+	if err := r.newScope(stale, changed).PatchObject(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if len(writes) != 2 || writes[0] != "metadata" || writes[1] != "status" {
@@ -57,7 +57,7 @@ func TestMachinePatchWritesSpecThenStatusLocked(t *testing.T) {
 	// Nothing changed: nothing written.
 	writes = nil
 	same := read()
-	if err := r.patch(ctx, same.DeepCopy(), same); err != nil || len(writes) != 0 {
+	if err := r.newScope(same.DeepCopy(), same).PatchObject(ctx); err != nil || len(writes) != 0 {
 		t.Fatalf("unchanged machine: writes %v, err %v; want none", writes, err)
 	}
 
@@ -67,7 +67,7 @@ func TestMachinePatchWritesSpecThenStatusLocked(t *testing.T) {
 		r.APIReader = live
 		fromStale := stale.DeepCopy()
 		setVMCondition(fromStale, metav1.ConditionFalse, infrav1.VMCreatingReason, "")
-		if err := r.patch(ctx, stale, fromStale); !apierrors.IsConflict(err) {
+		if err := r.newScope(stale, fromStale).PatchObject(ctx); !apierrors.IsConflict(err) {
 			t.Fatalf("patch from a stale read (live reader %v): %v, want a conflict", live != nil, err)
 		}
 		if !conditions.IsTrue(read(), infrav1.VirtualMachineReadyCondition) {
@@ -86,11 +86,11 @@ func TestMachinePatchWritesSpecThenStatusLocked(t *testing.T) {
 	fromRead1 := read1.DeepCopy()
 	fromRead1.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: "10.0.0.5"}}
 	r.APIReader = nil
-	if err := r.patch(ctx, read1, fromRead1.DeepCopy()); !apierrors.IsConflict(err) {
+	if err := r.newScope(read1, fromRead1.DeepCopy()).PatchObject(ctx); !apierrors.IsConflict(err) {
 		t.Fatalf("metadata moved on, no live reader: %v, want a conflict", err)
 	}
 	r.APIReader = c
-	if err := r.patch(ctx, read1, fromRead1); err != nil {
+	if err := r.newScope(read1, fromRead1).PatchObject(ctx); err != nil {
 		t.Fatalf("metadata moved on, live reader: %v", err)
 	}
 	if got := read(); len(got.Status.Addresses) != 1 || got.Labels["cluster.x-k8s.io/cluster-name"] != "c" {
@@ -144,15 +144,15 @@ func TestMachineReconcileWorksFromItsOwnWriteWhileTheCacheLags(t *testing.T) {
 	read := func() *infrav1.HarvesterMachine { t.Helper(); return readMachine(t, c, hm) }
 
 	old := read()
-	if r.ownLastWrite(old) != nil {
+	if ownLast(r, old) != nil {
 		t.Fatal("nothing written yet, and the read is stale")
 	}
 	changed := old.DeepCopy()
 	changed.Status.Initialization.Provisioned = ptr.To(true)
-	if err := r.patch(ctx, old, changed); err != nil {
+	if err := r.newScope(old, changed).PatchObject(ctx); err != nil {
 		t.Fatal(err)
 	}
-	own := r.ownLastWrite(old.DeepCopy())
+	own := ownLast(r, old.DeepCopy())
 	if own == nil {
 		t.Fatal("the version read before the write is not taken for stale")
 	}
@@ -162,23 +162,23 @@ func TestMachineReconcileWorksFromItsOwnWriteWhileTheCacheLags(t *testing.T) {
 	// A patch from the own write is not a conflict: it is the server's version.
 	next := own.DeepCopy()
 	next.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: "10.0.0.5"}}
-	if err := r.patch(ctx, own, next); err != nil {
+	if err := r.newScope(own, next).PatchObject(ctx); err != nil {
 		t.Fatalf("patch from the own last write: %v", err)
 	}
 	if got := read(); len(got.Status.Addresses) != 1 || !ptr.Deref(got.Status.Initialization.Provisioned, false) {
 		t.Fatalf("status after the second patch: %+v", got.Status)
 	}
-	if r.ownLastWrite(read()) != nil {
+	if ownLast(r, read()) != nil {
 		t.Error("the written version is taken for stale")
 	}
-	if r.ownLastWrite(old.DeepCopy()) != nil {
+	if ownLast(r, old.DeepCopy()) != nil {
 		t.Error("once the cache had the write, the record must go: the cache never goes back")
 	}
 
 	// A patch the server makes nothing of leaves the version as it was: nothing to wait for.
 	same := read()
-	r.wroteOver(client.ObjectKeyFromObject(same), []string{same.ResourceVersion}, same)
-	if r.ownLastWrite(same) != nil {
+	r.writes.Wrote([]string{same.ResourceVersion}, same)
+	if ownLast(r, same) != nil {
 		t.Error("a write that changed nothing makes the read stale")
 	}
 
@@ -189,7 +189,7 @@ func TestMachineReconcileWorksFromItsOwnWriteWhileTheCacheLags(t *testing.T) {
 	both := first.DeepCopy()
 	both.Finalizers = append(both.Finalizers, infrav1.MachineFinalizer)
 	both.Status.Initialization.Provisioned = ptr.To(false)
-	if err := r.patch(ctx, first, both); err != nil {
+	if err := r.newScope(first, both).PatchObject(ctx); err != nil {
 		t.Fatal(err)
 	}
 	last := read()
@@ -204,20 +204,20 @@ func TestMachineReconcileWorksFromItsOwnWriteWhileTheCacheLags(t *testing.T) {
 		t.Fatalf("the patch did not write metadata and status apart: read %s, last %s", first.ResourceVersion, last.ResourceVersion)
 	}
 	for _, stale := range []*infrav1.HarvesterMachine{first, intermediate} {
-		if own := r.ownLastWrite(stale.DeepCopy()); own == nil || own.ResourceVersion != last.ResourceVersion {
+		if own := ownLast(r, stale.DeepCopy()); own == nil || own.ResourceVersion != last.ResourceVersion {
 			t.Errorf("version %s, which the reconcile's writes left behind, does not give the last write %s: %v", stale.ResourceVersion, last.ResourceVersion, own)
 		}
 	}
 
 	// The cache's update event with the intermediate version keeps the record; the one with
 	// the last write drops it (no reconcile follows the own status write to do it).
-	forget := r.forgetCaughtUp()
+	forget := r.writes.ForgetCaughtUp()
 	forget.Update(event.UpdateEvent{ObjectOld: first, ObjectNew: intermediate})
-	if r.ownLastWrite(first.DeepCopy()) == nil {
+	if ownLast(r, first.DeepCopy()) == nil {
 		t.Error("the intermediate version dropped the record")
 	}
 	forget.Update(event.UpdateEvent{ObjectOld: intermediate, ObjectNew: last})
-	if _, ok := r.superseded.Load(client.ObjectKeyFromObject(last)); ok {
+	if r.writes.Len() != 0 {
 		t.Error("the cache's copy of the last write left the record behind")
 	}
 }
@@ -249,4 +249,12 @@ func readMachine(t *testing.T, c client.Client, hm *infrav1.HarvesterMachine) *i
 		t.Fatal(err)
 	}
 	return got
+}
+
+// ownLast is the reconciler's own last write of hm when hm is a version it replaced, else nil.
+func ownLast(r *HarvesterMachineReconciler, hm *infrav1.HarvesterMachine) *infrav1.HarvesterMachine {
+	if own, ok := r.writes.Last(hm); ok {
+		return own
+	}
+	return nil
 }

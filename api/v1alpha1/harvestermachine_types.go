@@ -1,5 +1,8 @@
 package v1alpha1
 
+// Long file: API types; their doc comments are the CRD's schema documentation (kubectl explain),
+// so they stay with the fields.
+
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"

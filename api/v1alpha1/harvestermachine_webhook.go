@@ -1,5 +1,8 @@
 package v1alpha1
 
+// Long file: the defaulting and validation webhook of HarvesterMachines and their templates, one
+// rule per field family, each with its error message.
+
 import (
 	"context"
 	"fmt"

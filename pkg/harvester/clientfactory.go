@@ -1,5 +1,9 @@
 package harvester
 
+// Long file: the connection cache (one per identity and server), its lifecycle (reuse, rebuild on
+// a changed kubeconfig, close on idle) and its caches' informers belong together; the request
+// guard and metrics are already apart (guard.go, requestmetrics.go).
+
 import (
 	"context"
 	"crypto/sha256"

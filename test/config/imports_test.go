@@ -1,0 +1,67 @@
+package config
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// The product's packages import one way (docs/development.md, "Layout"): each package may import,
+// of this module, only the packages listed for it; tests and test/ are free.
+func TestImportsGoOneWay(t *testing.T) {
+	const module = "github.com/seed-0a7eb009/cluster-api-provider-harvester"
+	allowed := map[string][]string{
+		"pkg/guestcloud":                 nil,
+		"api/v1alpha1":                   {"pkg/guestcloud"},
+		"pkg/harvester":                  {"api/v1alpha1", "pkg/guestcloud"},
+		"controllers":                    {"api/v1alpha1", "pkg/guestcloud", "pkg/harvester", "controllers/internal/ownwrites", "templates/addons"},
+		"controllers/internal/ownwrites": nil,
+		"cloudprovider":                  {"pkg/guestcloud"},
+		"cloudprovider/app":              {"cloudprovider"},
+		"cloudprovider/cmd/harvester-cloud-controller-manager": {"cloudprovider/app"},
+		"templates":        nil,
+		"templates/addons": nil,
+		"internal/release": {"templates"},
+		"":                 {"api/v1alpha1", "controllers", "pkg/guestcloud", "pkg/harvester"},
+	}
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+	cmd.Dir = testenv.RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		if strings.HasPrefix(pkg, "test/") || strings.HasPrefix(pkg, "hack/") {
+			continue
+		}
+		may, known := allowed[pkg]
+		if !known {
+			t.Errorf("package %q has no import rule: add it to TestImportsGoOneWay and docs/development.md", pkg)
+			continue
+		}
+		seen[pkg] = true
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			dep := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+			ok := false
+			for _, a := range may {
+				ok = ok || a == dep
+			}
+			if !ok {
+				t.Errorf("%s imports %s", fields[0], imp)
+			}
+		}
+	}
+	for pkg := range allowed {
+		if !seen[pkg] {
+			t.Errorf("the rule for %q names no package", pkg)
+		}
+	}
+}
