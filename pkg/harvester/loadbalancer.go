@@ -187,7 +187,7 @@ func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav
 	}
 	problem := guestcloud.LoadBalancerProblem(lb)
 	switch {
-	case problem == "" || problem == "no running backend servers":
+	case isWaiting(problem):
 		st.Reason, st.Message = infrav1.WaitingForAddressReason, "waiting for Harvester to allocate an address"
 		if lb.Spec.IPAM == lbv1.DHCP {
 			if age := now.Sub(lb.CreationTimestamp.Time); age > DHCPPatience {
@@ -202,6 +202,17 @@ func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav
 		st.Reason, st.Message = infrav1.LoadBalancerFailedReason, "Harvester reports: "+problem
 	}
 	return st, nil
+}
+
+// isWaiting recognises what Harvester's load-balancer controller (harvester-load-balancer v1.5.0,
+// pkg/controller/loadbalancer and pkg/lb) reports on a load balancer that has no address yet
+// for a passing reason: kube-vip has not given its Service an address yet (every vm-type load
+// balancer, pool or DHCP, goes through this), no backend VM runs yet, or none has passed its
+// health check yet.
+func isWaiting(problem string) bool {
+	return problem == "" || problem == "no running backend servers" ||
+		strings.HasPrefix(problem, "service is waiting for external IP") ||
+		strings.HasPrefix(problem, "running backend servers are not probed as healthy")
 }
 
 // isPoolExhausted recognises host-local IPAM's message, which Harvester passes on.

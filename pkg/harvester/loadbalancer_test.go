@@ -89,3 +89,47 @@ func TestControlPlaneLoadBalancerOwnershipIsRecorded(t *testing.T) {
 		}
 	}
 }
+
+// What Harvester's own load-balancer controller (harvester-load-balancer v1.5.0) writes on a
+// load balancer without an address: the passing states wait (a DHCP one, with patience), the
+// others say what Harvester reports.
+func TestControlPlaneLoadBalancerReadsHarvesterControllersMessages(t *testing.T) {
+	g := NewWithT(t)
+	scheme, err := guestcloud.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	guest := Guest{Namespace: "ns", Name: "prod", Mark: "0123456789"}
+	now := time.Now()
+	for _, tc := range []struct {
+		message     string
+		dhcp        bool
+		age         time.Duration
+		wantReason  string
+		wantMessage string
+	}{
+		{"service is waiting for external IP", false, time.Minute, infrav1.WaitingForAddressReason, "waiting for Harvester to allocate an address"},
+		{"service is waiting for external IP", true, time.Minute, infrav1.WaitingForAddressReason, "waiting for a DHCP lease"},
+		{"service is waiting for external IP", true, 3 * time.Minute, infrav1.WaitingForAddressReason, "no DHCP lease after 3m"},
+		{"no running backend servers", false, time.Minute, infrav1.WaitingForAddressReason, "waiting for Harvester to allocate an address"},
+		{"running backend servers are not probed as healthy total:1, healthy:0", false, time.Minute, infrav1.WaitingForAddressReason, "waiting for Harvester"},
+		{"no matched IPPool with requirement &{Network: Project:default Namespace:tenant Cluster:}", false, time.Minute, infrav1.LoadBalancerFailedReason, "Harvester reports: no matched IPPool"},
+		{"no IP addresses available in range set: 10.0.0.10-10.0.0.11", false, time.Minute, infrav1.IPPoolExhaustedReason, "exhausted"},
+	} {
+		hc := &infrav1.HarvesterCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod"},
+			Spec:       infrav1.HarvesterClusterSpec{TargetNamespace: "tenant", LoadBalancer: infrav1.LoadBalancerSpec{IPAM: infrav1.IPAMPool}},
+		}
+		if tc.dhcp {
+			hc.Spec.LoadBalancer.IPAM = infrav1.IPAMDHCP
+		}
+		lb := BuildControlPlaneLoadBalancer(hc, guest, "KubeadmControlPlane")
+		lb.CreationTimestamp = metav1.NewTime(now.Add(-tc.age))
+		lb.Status.Conditions = []lbv1.Condition{{Type: lbv1.LoadBalancerReady, Status: "False", Message: tc.message}}
+		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(lb).Build()
+		svc := &LoadBalancerService{C: &Client{Client: c, Cache: readerCache{Client: c}}}
+		st, err := svc.EnsureControlPlane(context.Background(), hc, guest, "KubeadmControlPlane", now)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.Ready).To(BeFalse(), tc.message)
+		g.Expect(st.Reason).To(Equal(tc.wantReason), tc.message)
+		g.Expect(st.Message).To(ContainSubstring(tc.wantMessage), tc.message)
+	}
+}
