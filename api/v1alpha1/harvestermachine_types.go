@@ -153,6 +153,17 @@ type HarvesterMachineSpec struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*$`
 	CPUModel string `json:"cpuModel,omitempty"`
 
+	// dedicatedCPUPlacement pins each of the VM's virtual CPUs to a physical CPU of its host
+	// (KubeVirt's `dedicatedCpuPlacement`, Harvester's CPU pinning): the VM runs only on hosts
+	// whose CPU manager is enabled (Harvester labels them `cpumanager=true`).
+	// +optional
+	DedicatedCPUPlacement bool `json:"dedicatedCPUPlacement,omitempty"`
+
+	// isolateEmulatorThread gives the VM's emulator thread a physical CPU of its own, besides
+	// the pinned ones (KubeVirt's `isolateEmulatorThread`). Requires dedicatedCPUPlacement.
+	// +optional
+	IsolateEmulatorThread bool `json:"isolateEmulatorThread,omitempty"`
+
 	// hostDevices are PCI devices of a Harvester host passed through to the VM (KubeVirt's
 	// `hostDevices`). The device must be enabled for passthrough on Harvester (its
 	// PCIDeviceClaim); the VM then runs only on a host that offers it.
@@ -249,6 +260,9 @@ type Disk struct {
 	BootOrder *int32 `json:"bootOrder,omitempty"`
 }
 
+// NICModels are the interface models KubeVirt offers (a Network's model).
+var NICModels = []string{"virtio", "e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139"}
+
 // Network is one NIC of a machine's VM.
 type Network struct {
 	// name of the interface in the VM, unique in the machine. Defaults to `nic-<index>`.
@@ -262,6 +276,13 @@ type Network struct {
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=317
 	NetworkName string `json:"networkName"`
+
+	// model of the NIC the guest sees: `virtio` (the default), `e1000`, `e1000e`, `igb`,
+	// `ne2k_pci`, `pcnet` or `rtl8139` (KubeVirt's interface models), for images without virtio
+	// drivers.
+	// +optional
+	// +kubebuilder:validation:Enum=virtio;e1000;e1000e;igb;ne2k_pci;pcnet;rtl8139
+	Model string `json:"model,omitempty"`
 
 	// macAddress fixes the NIC's MAC address. When empty, KubeVirt assigns one; on a machine
 	// whose NICs take addresses from IP pools, the provider pins one derived from the machine
@@ -349,6 +370,17 @@ type Firmware struct {
 	// tpm adds an emulated TPM 2.0 device.
 	// +optional
 	TPM bool `json:"tpm,omitempty"`
+
+	// persistentTPM keeps the TPM's state across the VM's restarts and migrations (KubeVirt's
+	// `tpm.persistent`, stored in a volume of Harvester's VM state storage class), so that keys
+	// sealed to it survive. Requires tpm.
+	// +optional
+	PersistentTPM bool `json:"persistentTPM,omitempty"`
+
+	// persistentEFIVars keeps the UEFI variables (boot entries, secure-boot keys) across the
+	// VM's restarts and migrations (KubeVirt's `efi.persistent`). Requires bootMode EFI.
+	// +optional
+	PersistentEFIVars bool `json:"persistentEFIVars,omitempty"`
 }
 
 // HarvesterMachineStatus is the observed state of a HarvesterMachine.

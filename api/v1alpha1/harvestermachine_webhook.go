@@ -9,6 +9,7 @@ import (
 	"net"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -158,6 +159,15 @@ func (s *HarvesterMachineSpec) validate(path *field.Path) field.ErrorList {
 	if s.Firmware.SecureBoot && s.Firmware.BootMode != BootModeEFI {
 		errs = append(errs, field.Invalid(fwPath.Child("secureBoot"), true, "secure boot requires bootMode EFI"))
 	}
+	if s.Firmware.PersistentEFIVars && s.Firmware.BootMode != BootModeEFI {
+		errs = append(errs, field.Invalid(fwPath.Child("persistentEFIVars"), true, "persistent UEFI variables require bootMode EFI"))
+	}
+	if s.Firmware.PersistentTPM && !s.Firmware.TPM {
+		errs = append(errs, field.Invalid(fwPath.Child("persistentTPM"), true, "a persistent TPM requires tpm"))
+	}
+	if s.IsolateEmulatorThread && !s.DedicatedCPUPlacement {
+		errs = append(errs, field.Invalid(path.Child("isolateEmulatorThread"), true, "an isolated emulator thread requires dedicatedCPUPlacement"))
+	}
 
 	switch s.RunStrategy {
 	case "", RunStrategyAlways, RunStrategyRerunOnFailure:
@@ -236,6 +246,9 @@ func validateNetworks(path *field.Path, networks []Network) field.ErrorList {
 				errs = append(errs, field.Duplicate(p.Child("name"), n.Name))
 			}
 			names[n.Name] = true
+		}
+		if n.Model != "" && !slices.Contains(NICModels, n.Model) {
+			errs = append(errs, field.NotSupported(p.Child("model"), n.Model, NICModels))
 		}
 		if n.NetworkName == "" {
 			errs = append(errs, field.Required(p.Child("networkName"), "the VM network as `namespace/name`"))

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
@@ -62,12 +63,19 @@ func ResolveRef(ref, defaultNamespace string) (string, string) {
 	return defaultNamespace, ref
 }
 
-// MachineLabels are the labels of a machine's VM and VMI.
+// MachineLabels are the labels of a machine's VM, VMI and volumes.
 func MachineLabels(in *VMInput) map[string]string {
 	labels := in.Guest.Labels()
 	labels[LabelMachine] = MachineLabelValue(in.Machine.Name)
 	labels[LabelMachineNamespace] = in.Machine.Namespace
 	labels[LabelRole] = in.Role
+	// The machine's pool, as CAPI labels the machine: users select a Harvester load balancer's
+	// backends by pool (a MachineDeployment's VMs, or the control plane's).
+	for _, k := range []string{clusterv1.MachineDeploymentNameLabel, clusterv1.MachineControlPlaneNameLabel} {
+		if v, ok := in.Machine.Labels[k]; ok {
+			labels[k] = v
+		}
+	}
 	return labels
 }
 
@@ -122,9 +130,13 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 		if mac == "" {
 			mac = in.MACAddresses[name]
 		}
+		model := n.Model
+		if model == "" {
+			model = "virtio"
+		}
 		interfaces = append(interfaces, kubevirtv1.Interface{
 			Name:                   name,
-			Model:                  "virtio",
+			Model:                  model,
 			MacAddress:             mac,
 			InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}},
 		})
@@ -172,7 +184,8 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 				Spec: kubevirtv1.VirtualMachineInstanceSpec{
 					Hostname: VMName(m.Name),
 					Domain: kubevirtv1.DomainSpec{
-						CPU:    &kubevirtv1.CPU{Cores: cores, Sockets: 1, Threads: 1, Model: spec.CPUModel},
+						CPU: &kubevirtv1.CPU{Cores: cores, Sockets: 1, Threads: 1, Model: spec.CPUModel,
+							DedicatedCPUPlacement: spec.DedicatedCPUPlacement, IsolateEmulatorThread: spec.IsolateEmulatorThread},
 						Memory: &kubevirtv1.Memory{Guest: &guest},
 						Resources: kubevirtv1.ResourceRequirements{Limits: corev1.ResourceList{
 							corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.CPU), resource.DecimalSI),
@@ -261,7 +274,11 @@ func firmware(f infrav1.Firmware) *kubevirtv1.Firmware {
 	if f.BootMode != infrav1.BootModeEFI {
 		return nil
 	}
-	return &kubevirtv1.Firmware{Bootloader: &kubevirtv1.Bootloader{EFI: &kubevirtv1.EFI{SecureBoot: ptr.To(f.SecureBoot)}}}
+	efi := &kubevirtv1.EFI{SecureBoot: ptr.To(f.SecureBoot)}
+	if f.PersistentEFIVars {
+		efi.Persistent = ptr.To(true)
+	}
+	return &kubevirtv1.Firmware{Bootloader: &kubevirtv1.Bootloader{EFI: efi}}
 }
 
 // features turns on SMM, which UEFI secure boot needs.
@@ -275,6 +292,9 @@ func features(f infrav1.Firmware) *kubevirtv1.Features {
 func tpm(f infrav1.Firmware) *kubevirtv1.TPMDevice {
 	if !f.TPM {
 		return nil
+	}
+	if f.PersistentTPM {
+		return &kubevirtv1.TPMDevice{Persistent: ptr.To(true)}
 	}
 	return &kubevirtv1.TPMDevice{}
 }

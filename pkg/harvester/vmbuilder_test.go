@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
@@ -164,4 +165,41 @@ func TestBuildVMWithDevicesCPUModelAndManagementNIC(t *testing.T) {
 	g.Expect(domain.Devices.HostDevices).To(BeEmpty())
 	g.Expect(domain.Devices.GPUs).To(BeEmpty())
 	g.Expect(vm.Spec.Template.ObjectMeta.Annotations).NotTo(HaveKey(guestcloud.AnnotationManagementNetwork), "the first NIC needs no annotation")
+}
+
+// What a Rancher node-driver user sets: CPU pinning with an isolated emulator thread, a NIC
+// model for images without virtio drivers, a TPM and UEFI variables that persist, and the
+// machine's pool on its VM (to select a load balancer's backends by pool).
+func TestBuildVMWithNodeDriverOptions(t *testing.T) {
+	g := NewWithT(t)
+	in := testInput()
+	in.Machine.Spec.DedicatedCPUPlacement, in.Machine.Spec.IsolateEmulatorThread = true, true
+	in.Machine.Spec.Networks[1].Model = "e1000e"
+	in.Machine.Spec.Firmware.PersistentTPM, in.Machine.Spec.Firmware.PersistentEFIVars = true, true
+	in.Machine.Labels = map[string]string{clusterv1.MachineDeploymentNameLabel: "demo-md-0", "unrelated": "x"}
+	vm, err := BuildVM(in)
+	g.Expect(err).NotTo(HaveOccurred())
+	domain := vm.Spec.Template.Spec.Domain
+	g.Expect(domain.CPU.DedicatedCPUPlacement).To(BeTrue())
+	g.Expect(domain.CPU.IsolateEmulatorThread).To(BeTrue())
+	models := map[string]string{}
+	for _, n := range domain.Devices.Interfaces {
+		models[n.Name] = n.Model
+	}
+	g.Expect(models).To(Equal(map[string]string{"nic-0": "virtio", "storage": "e1000e"}))
+	g.Expect(domain.Devices.TPM.Persistent).To(Equal(ptr.To(true)))
+	g.Expect(domain.Firmware.Bootloader.EFI.Persistent).To(Equal(ptr.To(true)))
+	g.Expect(domain.Firmware.Bootloader.EFI.SecureBoot).To(Equal(ptr.To(true)))
+	for _, labels := range []map[string]string{vm.Labels, vm.Spec.Template.ObjectMeta.Labels} {
+		g.Expect(labels).To(HaveKeyWithValue(clusterv1.MachineDeploymentNameLabel, "demo-md-0"))
+		g.Expect(labels).NotTo(HaveKey("unrelated"))
+	}
+
+	vm, err = BuildVM(testInput())
+	g.Expect(err).NotTo(HaveOccurred())
+	domain = vm.Spec.Template.Spec.Domain
+	g.Expect(domain.CPU.DedicatedCPUPlacement).To(BeFalse())
+	g.Expect(domain.Devices.TPM.Persistent).To(BeNil(), "a TPM's state is not kept unless asked")
+	g.Expect(domain.Firmware.Bootloader.EFI.Persistent).To(BeNil())
+	g.Expect(vm.Labels).NotTo(HaveKey(clusterv1.MachineDeploymentNameLabel))
 }

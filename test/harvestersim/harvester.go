@@ -33,7 +33,14 @@ type Host struct {
 	// plugins of Harvester's pcidevices add-on register them under (what a VM's hostDevices and
 	// gpus ask for), with how many the host has: they appear in the node's allocatable.
 	Devices map[string]int
+	// CPUManager is the host's CPU manager, enabled (Harvester's CPU pinning): KubeVirt's
+	// virt-handler labels such a node `cpumanager=true`, and only there does a VMI with
+	// dedicated CPUs run.
+	CPUManager bool
 }
+
+// LabelCPUManager is the label KubeVirt puts on nodes whose kubelet's CPU manager is static.
+const LabelCPUManager = "cpumanager"
 
 // Network is a Harvester VM network (a Multus NetworkAttachmentDefinition on a VLAN) and the
 // subnets the guests on it get addresses from (their DHCP server, as far as the simulator goes).

@@ -82,6 +82,11 @@ func unfit(vmi *kubevirtv1.VirtualMachineInstance, node *corev1.Node, nodes []co
 			return "node selector does not match"
 		}
 	}
+	// KubeVirt's virt-controller gives the launcher pod of a VMI with dedicated CPUs the node
+	// selector cpumanager=true.
+	if cpu := vmi.Spec.Domain.CPU; cpu != nil && cpu.DedicatedCPUPlacement && node.Labels[LabelCPUManager] != "true" {
+		return "node selector does not match (cpumanager=true: dedicated CPUs need the host's CPU manager)"
+	}
 	if reason := missingDevices(vmi, node, others); reason != "" {
 		return reason
 	}

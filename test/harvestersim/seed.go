@@ -126,6 +126,9 @@ func (h *Harvester) AddHost(ctx context.Context, host Host) error {
 	if host.Region != "" {
 		labels[LabelRegion] = host.Region
 	}
+	if host.CPUManager {
+		labels[LabelCPUManager] = "true"
+	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: host.Name, Labels: labels}}
 	if err := createIfMissing(ctx, h.Env.Client, node); err != nil {
 		return err

@@ -1,0 +1,89 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+)
+
+// What a Rancher node-driver user sets reaches the VM: a machine with pinned CPUs (and an
+// isolated emulator thread) is Unschedulable until a host with its CPU manager enabled joins, as
+// KubeVirt places it, then runs there; its NIC has the model asked for, its TPM and UEFI
+// variables persist, and its VM and VMI carry the MachineDeployment's name, by which a load
+// balancer can select a pool's VMs.
+func TestMachineWithNodeDriverOptions(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	testBed, err := bed.Start(ctx, bed.Options{SetupManagement: func(ctx context.Context, tb *bed.Bed) error {
+		return controllers.Setup(ctx, tb.Management.Manager, controllers.Options{
+			ClusterConcurrency: 2, MachineConcurrency: 2, HarvesterQPS: 100, HarvesterBurst: 200, SkipNameValidation: true,
+		})
+	}})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(testBed.Stop(ctx)).To(Succeed()) }()
+	c := testBed.Management.Client
+
+	const ns, name = "pinned", "pinned"
+	g.Expect(testBed.CreateBareCluster(ctx, ns, name)).To(Succeed())
+	spec := infrav1.HarvesterMachineSpec{
+		CPU: 4, Memory: resource.MustParse("8Gi"), DedicatedCPUPlacement: true, IsolateEmulatorThread: true,
+		Disks:    []infrav1.Disk{{Image: "default/ubuntu-24.04", Size: resource.MustParse("40Gi")}},
+		Networks: []infrav1.Network{{NetworkName: "default/vlan10", Model: "e1000"}},
+		Firmware: infrav1.Firmware{BootMode: infrav1.BootModeEFI, TPM: true, PersistentTPM: true, PersistentEFIVars: true},
+	}
+	g.Expect(c.Create(ctx, &infrav1.HarvesterMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec}},
+	})).To(Succeed())
+	g.Expect(c.Create(ctx, bed.BareMachineDeployment(ns, name, 1))).To(Succeed())
+
+	machine := func(g Gomega) *infrav1.HarvesterMachine {
+		hms := &infrav1.HarvesterMachineList{}
+		g.Expect(c.List(ctx, hms, client.InNamespace(ns))).To(Succeed())
+		g.Expect(hms.Items).To(HaveLen(1))
+		return &hms.Items[0]
+	}
+	g.Eventually(func(g Gomega) {
+		cond := conditions.Get(machine(g), infrav1.VirtualMachineReadyCondition)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(infrav1.VMUnschedulableReason))
+		g.Expect(cond.Message).To(ContainSubstring("cpumanager=true"))
+	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+
+	hm := machine(g)
+	vm := &kubevirtv1.VirtualMachine{}
+	g.Expect(testBed.Harvester.Client().Get(ctx, client.ObjectKey{Namespace: "guests", Name: hm.Name}, vm)).To(Succeed())
+	domain := vm.Spec.Template.Spec.Domain
+	g.Expect(domain.CPU.DedicatedCPUPlacement).To(BeTrue())
+	g.Expect(domain.CPU.IsolateEmulatorThread).To(BeTrue())
+	g.Expect(domain.Devices.Interfaces).To(ConsistOf(HaveField("Model", "e1000")))
+	g.Expect(domain.Devices.TPM.Persistent).To(Equal(ptr.To(true)))
+	g.Expect(domain.Firmware.Bootloader.EFI.Persistent).To(Equal(ptr.To(true)))
+	g.Expect(vm.Labels).To(HaveKeyWithValue(clusterv1.MachineDeploymentNameLabel, name))
+	g.Expect(vm.Spec.Template.ObjectMeta.Labels).To(HaveKeyWithValue(clusterv1.MachineDeploymentNameLabel, name))
+
+	g.Expect(testBed.Harvester.AddHost(ctx, harvestersim.Host{Name: "harvester-pinning", Zone: "zone-a", Region: "region-1", CPUManager: true})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		hm := machine(g)
+		g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+		g.Expect(hm.Status.VirtualMachine.Host).To(Equal("harvester-pinning"))
+	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	g.Expect(testBed.Harvester.Client().Get(ctx, client.ObjectKey{Namespace: "guests", Name: hm.Name}, vmi)).To(Succeed())
+	g.Expect(vmi.Labels).To(HaveKeyWithValue(clusterv1.MachineDeploymentNameLabel, name), "a load balancer selects the pool's VMIs")
+}
