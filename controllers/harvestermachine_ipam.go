@@ -243,7 +243,7 @@ func staticNetworkData(hm *infrav1.HarvesterMachine) ([]byte, map[string]string,
 		}
 		nics = append(nics, nic)
 	}
-	data, err := harvester.BuildNetworkData(nics)
+	data, err := harvester.BuildNetworkData(nics, hm.Spec.NetworkConfigVersion)
 	return data, macs, err
 }
 

@@ -194,6 +194,14 @@ type HarvesterMachineSpec struct {
 	// +kubebuilder:validation:MaxLength=65536
 	NetworkData string `json:"networkData,omitempty"`
 
+	// networkConfigVersion is the cloud-init network-config version of the network data the
+	// provider writes for NICs with addressesFromPools: 2 (netplan's format, the default) or 1
+	// (cloud-init's own), for images whose cloud-init reads only version 1 (SUSE's, for one).
+	// Only with addressesFromPools.
+	// +optional
+	// +kubebuilder:validation:Enum=1;2
+	NetworkConfigVersion int32 `json:"networkConfigVersion,omitempty"`
+
 	// affinity adds scheduling constraints for the VM on Harvester hosts. The provider adds its
 	// own: the machine's failure domain and soft anti-affinity between sibling machines.
 	// Pod (anti-)affinity terms match pods of the VM's own target namespace only: they may not

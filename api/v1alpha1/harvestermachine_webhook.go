@@ -334,6 +334,11 @@ func (s *HarvesterMachineSpec) validateGuestAgent(path *field.Path) field.ErrorL
 // IP pools: the provider writes the network-data then, and two network configurations for the
 // same NICs would have to be merged by guessing which wins.
 func (s *HarvesterMachineSpec) validateNetworkData(path *field.Path) field.ErrorList {
+	pools := slices.ContainsFunc(s.Networks, func(n Network) bool { return len(n.AddressesFromPools) > 0 })
+	if s.NetworkConfigVersion != 0 && !pools {
+		return field.ErrorList{field.Forbidden(path.Child("networkConfigVersion"),
+			"only with addressesFromPools: it is the version of the network data the provider writes for them (networkData is written by you, in the version you choose)")}
+	}
 	if s.NetworkData == "" {
 		return nil
 	}

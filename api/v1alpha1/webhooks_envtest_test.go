@@ -385,6 +385,12 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			field: "spec.isolateEmulatorThread", msg: "requires dedicatedCPUPlacement"},
 		{name: "machine template isolated emulator thread without pinned CPUs", obj: machineTemplate("mt-emulator", func(s *infrav1.HarvesterMachineSpec) { s.IsolateEmulatorThread = true }),
 			field: "spec.template.spec.isolateEmulatorThread", msg: "requires dedicatedCPUPlacement", variantOf: "isolated emulator thread without pinned CPUs"},
+		{name: "network-config version without IP pools", obj: machine("m-ncv", func(s *infrav1.HarvesterMachineSpec) { s.NetworkConfigVersion = 1 }),
+			field: "spec.networkConfigVersion", msg: "only with addressesFromPools"},
+		{name: "network-config version 3", obj: machine("m-ncv3", func(s *infrav1.HarvesterMachineSpec) {
+			s.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "nodes"}}
+			s.NetworkConfigVersion = 3
+		}), field: "spec.networkConfigVersion", msg: `supported values: "1", "2"`},
 		{name: "unknown NIC model", obj: machine("m-nicmodel", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].Model = "virtio-net" }),
 			field: "spec.networks[0].model", msg: `supported values: "virtio", "e1000"`},
 		{name: "keypair name malformed", obj: machine("m-keypair", func(s *infrav1.HarvesterMachineSpec) { s.SSHKeyPairs = []string{"my key"} }),

@@ -47,12 +47,21 @@ func StaticMAC(namespace, machine, nic string) string {
 	return fmt.Sprintf("0a:%02x:%02x:%02x:%02x:%02x", sum[0], sum[1], sum[2], sum[3], sum[4])
 }
 
-// BuildNetworkData renders cloud-init network-config version 2 (netplan's format) for the NICs:
+// BuildNetworkData renders cloud-init network-config of the version (1 or 2; 0 is 2) for the
+// NICs, as BuildNetworkDataV2 and BuildNetworkDataV1 describe.
+func BuildNetworkData(nics []StaticNIC, version int32) ([]byte, error) {
+	if version == 1 {
+		return BuildNetworkDataV1(nics)
+	}
+	return BuildNetworkDataV2(nics)
+}
+
+// BuildNetworkDataV2 renders cloud-init network-config version 2 (netplan's format) for the NICs:
 // each matched by its MAC and given the name it has in the VM spec; static NICs get their
 // addresses (CIDR), a default route per address family via their gateway, and their
 // nameservers; the others DHCP. Only the first NIC with a gateway of a family gets that
 // family's default route, so that a guest with two static networks has one default route.
-func BuildNetworkData(nics []StaticNIC) ([]byte, error) {
+func BuildNetworkDataV2(nics []StaticNIC) ([]byte, error) {
 	ethernets := map[string]any{}
 	defaultRoute := map[bool]bool{} // by family: is4
 	for _, nic := range nics {
@@ -108,6 +117,56 @@ func BuildNetworkData(nics []StaticNIC) ([]byte, error) {
 		ethernets[nic.Name] = entry
 	}
 	return yaml.Marshal(map[string]any{"version": 2, "ethernets": ethernets})
+}
+
+// BuildNetworkDataV1 renders the same as BuildNetworkDataV2 in cloud-init's network-config
+// version 1, which some images' cloud-init reads alone: a `physical` entry per NIC with its MAC
+// and name, a `static` (IPv4) or `static6` subnet per address with the gateway on the first
+// subnet of each family that has one, the nameservers on the NIC's first subnet, and `dhcp4` for
+// a NIC without addresses.
+func BuildNetworkDataV1(nics []StaticNIC) ([]byte, error) {
+	var config []any
+	gateway := map[bool]bool{} // by family: is4
+	for _, nic := range nics {
+		if nic.MAC == "" {
+			return nil, fmt.Errorf("NIC %s has no MAC address to match", nic.Name)
+		}
+		var subnets []any
+		if len(nic.Addresses) == 0 {
+			subnets = append(subnets, map[string]any{"type": "dhcp4"})
+		}
+		for i, a := range nic.Addresses {
+			if !a.Address.IsValid() {
+				return nil, fmt.Errorf("NIC %s: an address is missing", nic.Name)
+			}
+			if a.Prefix < 0 || a.Prefix > a.Address.BitLen() {
+				return nil, fmt.Errorf("NIC %s: prefix /%d does not fit address %s", nic.Name, a.Prefix, a.Address)
+			}
+			subnet := map[string]any{"type": "static", "address": netip.PrefixFrom(a.Address, a.Prefix).String()}
+			if !a.Address.Is4() {
+				subnet["type"] = "static6"
+			}
+			if a.Gateway.IsValid() {
+				if a.Gateway.Is4() != a.Address.Is4() {
+					return nil, fmt.Errorf("NIC %s: gateway %s is not of the family of address %s", nic.Name, a.Gateway, a.Address)
+				}
+				if !gateway[a.Address.Is4()] {
+					gateway[a.Address.Is4()] = true
+					subnet["gateway"] = a.Gateway.String()
+				}
+			}
+			if i == 0 && len(nic.Nameservers) > 0 {
+				ns := make([]any, 0, len(nic.Nameservers))
+				for _, s := range nic.Nameservers {
+					ns = append(ns, s)
+				}
+				subnet["dns_nameservers"] = ns
+			}
+			subnets = append(subnets, subnet)
+		}
+		config = append(config, map[string]any{"type": "physical", "name": nic.Name, "mac_address": nic.MAC, "subnets": subnets})
+	}
+	return yaml.Marshal(map[string]any{"version": 1, "config": config})
 }
 
 // ParseStaticAddress reads an IPAddress's fields (address, prefix length, gateway) as an IPAM

@@ -37,7 +37,7 @@ func TestBuildNetworkData(t *testing.T) {
 			{Address: netip.MustParseAddr("10.1.0.5"), Prefix: 16, Gateway: netip.MustParseAddr("10.1.0.1")},
 		}},
 		{Name: "nic-2", MAC: "0a:00:00:00:00:03"},
-	})
+	}, 0)
 	g.Expect(err).NotTo(HaveOccurred())
 	var got map[string]any
 	g.Expect(yaml.Unmarshal(data, &got)).To(Succeed())
@@ -63,12 +63,54 @@ ethernets:
 	g.Expect(yaml.Unmarshal([]byte(want), &wantMap)).To(Succeed())
 	g.Expect(got).To(Equal(wantMap), "one default route per family, from the first NIC with a gateway:\n%s", data)
 
-	_, err = BuildNetworkData([]StaticNIC{{Name: "nic-0"}})
+	_, err = BuildNetworkData([]StaticNIC{{Name: "nic-0"}}, 2)
 	g.Expect(err).To(MatchError(ContainSubstring("no MAC address")))
 	_, err = BuildNetworkData([]StaticNIC{{Name: "nic-0", MAC: "0a:00:00:00:00:01", Addresses: []StaticAddress{
 		{Address: netip.MustParseAddr("10.0.0.5"), Prefix: 33},
-	}}})
+	}}}, 1)
 	g.Expect(err).To(MatchError(ContainSubstring("prefix /33")))
+}
+
+// Version 1, for images whose cloud-init reads nothing else: the same NICs, addresses, one
+// gateway per family and nameservers, in cloud-init's own format.
+func TestBuildNetworkDataV1(t *testing.T) {
+	g := NewWithT(t)
+	data, err := BuildNetworkData([]StaticNIC{
+		{Name: "nic-0", MAC: "0a:00:00:00:00:01", Nameservers: []string{"10.0.0.53"}, Addresses: []StaticAddress{
+			{Address: netip.MustParseAddr("10.0.0.5"), Prefix: 24, Gateway: netip.MustParseAddr("10.0.0.1")},
+			{Address: netip.MustParseAddr("fd00::5"), Prefix: 64, Gateway: netip.MustParseAddr("fd00::1")},
+		}},
+		{Name: "storage", MAC: "0a:00:00:00:00:02", Addresses: []StaticAddress{
+			{Address: netip.MustParseAddr("10.1.0.5"), Prefix: 16, Gateway: netip.MustParseAddr("10.1.0.1")},
+		}},
+		{Name: "nic-2", MAC: "0a:00:00:00:00:03"},
+	}, 1)
+	g.Expect(err).NotTo(HaveOccurred())
+	var got map[string]any
+	g.Expect(yaml.Unmarshal(data, &got)).To(Succeed())
+	want := `
+version: 1
+config:
+- type: physical
+  name: nic-0
+  mac_address: "0a:00:00:00:00:01"
+  subnets:
+  - {type: static, address: 10.0.0.5/24, gateway: 10.0.0.1, dns_nameservers: [10.0.0.53]}
+  - {type: static6, address: "fd00::5/64", gateway: "fd00::1"}
+- type: physical
+  name: storage
+  mac_address: "0a:00:00:00:00:02"
+  subnets:
+  - {type: static, address: 10.1.0.5/16}
+- type: physical
+  name: nic-2
+  mac_address: "0a:00:00:00:00:03"
+  subnets:
+  - {type: dhcp4}
+`
+	var wantMap map[string]any
+	g.Expect(yaml.Unmarshal([]byte(want), &wantMap)).To(Succeed())
+	g.Expect(got).To(Equal(wantMap), "one gateway per family, from the first NIC with one:\n%s", data)
 }
 
 func TestParseStaticAddress(t *testing.T) {
@@ -114,7 +156,7 @@ func FuzzNetworkData(f *testing.F) {
 		if err != nil {
 			return // refused, with a message
 		}
-		data, err := BuildNetworkData([]StaticNIC{{Name: "nic-0", MAC: mac, Addresses: []StaticAddress{a}}})
+		data, err := BuildNetworkData([]StaticNIC{{Name: "nic-0", MAC: mac, Addresses: []StaticAddress{a}}}, 2)
 		if err != nil {
 			t.Fatalf("a parsed address did not render: %v", err)
 		}

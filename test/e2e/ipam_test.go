@@ -246,9 +246,10 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			}
 		}
 
-		By("rolling out a new template: new machines take the addresses the old ones release")
+		By("rolling out a new template (network-config version 1): new machines take the addresses the old ones release")
 		spec4 := spec
 		spec4.CPU = 4
+		spec4.NetworkConfigVersion = 1
 		Expect(mgmt().Create(ctx, &infrav1.HarvesterMachineTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "ipam-v2"},
 			Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec4}},
@@ -273,6 +274,16 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			if released[ip] {
 				reused++
 			}
+		}
+		for name, ip := range after {
+			secret := &corev1.Secret{}
+			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.CloudInitSecretName(name)}, secret)).To(Succeed())
+			Expect(string(secret.Data["networkdata"])).To(And(ContainSubstring("version: 1"), ContainSubstring("address: "+ip+"/24")))
+			Eventually(func(g Gomega) {
+				vmi := &kubevirtv1.VirtualMachineInstance{}
+				g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: name}, vmi)).To(Succeed())
+				g.Expect(vmi.Status.Interfaces[0].IP).To(Equal(ip), "the simulated guest configures its address from version 1 as cloud-init does")
+			}).Should(Succeed())
 		}
 		// Four addresses, three old machines and a surge of one: at most one new machine can
 		// have the address no old machine held.

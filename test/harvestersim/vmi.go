@@ -337,7 +337,7 @@ func removeVMICondition(vmi *kubevirtv1.VirtualMachineInstance, t kubevirtv1.Vir
 	vmi.Status.Conditions = kept
 }
 
-// staticAddresses is what cloud-init in the guest makes of the VM's network-data (version 2):
+// staticAddresses is what cloud-init in the guest makes of the VM's network-data (version 1 or 2):
 // the addresses of each NIC whose entry matches a MAC, by that MAC (lower case).
 func (r *vmiReconciler) staticAddresses(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (map[string][]string, error) {
 	var secret string
@@ -361,18 +361,37 @@ func (r *vmiReconciler) staticAddresses(ctx context.Context, vmi *kubevirtv1.Vir
 			} `json:"match"`
 			Addresses []string `json:"addresses"`
 		} `json:"ethernets"`
+		// Version 1: physical entries with their MAC and static subnets.
+		Config []struct {
+			Type       string `json:"type"`
+			MACAddress string `json:"mac_address"`
+			Subnets    []struct {
+				Type    string `json:"type"`
+				Address string `json:"address"`
+			} `json:"subnets"`
+		} `json:"config"`
 	}
-	if err := yaml.Unmarshal(s.Data["networkdata"], &config); err != nil || config.Version != 2 {
-		return nil, nil // not network-config v2: the guest's NICs fall back to DHCP
+	if err := yaml.Unmarshal(s.Data["networkdata"], &config); err != nil || (config.Version != 1 && config.Version != 2) {
+		return nil, nil // not network-config: the guest's NICs fall back to DHCP
 	}
 	out := map[string][]string{}
+	add := func(mac, cidr string) {
+		if p, err := netip.ParsePrefix(cidr); err == nil && mac != "" {
+			out[strings.ToLower(mac)] = append(out[strings.ToLower(mac)], p.Addr().String())
+		}
+	}
 	for _, e := range config.Ethernets {
-		if e.Match.MACAddress == "" || len(e.Addresses) == 0 {
+		for _, a := range e.Addresses {
+			add(e.Match.MACAddress, a)
+		}
+	}
+	for _, c := range config.Config {
+		if c.Type != "physical" {
 			continue
 		}
-		for _, a := range e.Addresses {
-			if p, err := netip.ParsePrefix(a); err == nil {
-				out[strings.ToLower(e.Match.MACAddress)] = append(out[strings.ToLower(e.Match.MACAddress)], p.Addr().String())
+		for _, sub := range c.Subnets {
+			if sub.Type == "static" || sub.Type == "static6" {
+				add(c.MACAddress, sub.Address)
 			}
 		}
 	}
