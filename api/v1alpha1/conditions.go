@@ -126,6 +126,11 @@ const (
 	// UnsupportedBootstrapFormatReason: the bootstrap data is in a format the provider cannot
 	// deliver.
 	UnsupportedBootstrapFormatReason = "UnsupportedBootstrapFormat"
+
+	// UserDataConflictReason: the machine's userData sets a key of the bootstrap data to
+	// another value, or the bootstrap data's format takes no cloud-config; the message names the
+	// key (never a value). No VM is made until the spec changes.
+	UserDataConflictReason = "UserDataConflict"
 	// ImageNotFoundReason: a disk's VirtualMachineImage does not exist.
 	ImageNotFoundReason = "ImageNotFound"
 	// ReferenceNotAllowedReason: an image, key pair or network is in a Harvester namespace the

@@ -194,6 +194,17 @@ type HarvesterMachineSpec struct {
 	// +kubebuilder:validation:MaxLength=65536
 	NetworkData string `json:"networkData,omitempty"`
 
+	// userData is cloud-config of the user's (a YAML mapping; the `#cloud-config` line is
+	// optional) merged into the bootstrap data, as Rancher's Harvester node driver merges its
+	// user data: keys the bootstrap data lacks are added, lists (packages, runcmd, write_files,
+	// ...) get the extra items after the bootstrap data's, mappings merge key by key. A key both
+	// set to different values is not merged: the machine's VirtualMachineReady condition says
+	// UserDataConflict and names the key, and no VM is made. Not with Ignition, nor with
+	// bootstrap data of an unknown format.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	UserData string `json:"userData,omitempty"`
+
 	// networkConfigVersion is the cloud-init network-config version of the network data the
 	// provider writes for NICs with addressesFromPools: 2 (netplan's format, the default) or 1
 	// (cloud-init's own), for images whose cloud-init reads only version 1 (SUSE's, for one).

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
 )
 
 // +kubebuilder:webhook:verbs=create,path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvestermachines,versions=v1alpha1,name=default.harvestermachine.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
@@ -143,6 +144,13 @@ func (s *HarvesterMachineSpec) validate(path *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, s.validateNetworkData(path)...)
+	if strings.TrimSpace(s.UserData) != "" {
+		var cfg map[string]any
+		if err := yaml.Unmarshal([]byte(s.UserData), &cfg); err != nil {
+			// The value is not echoed: user data may hold credentials.
+			errs = append(errs, field.Invalid(path.Child("userData"), "(not shown)", "must be cloud-config, a YAML mapping: "+err.Error()))
+		}
+	}
 	errs = append(errs, s.validateGuestAgent(path)...)
 	errs = append(errs, validateAffinity(path.Child("affinity"), s.Affinity)...)
 

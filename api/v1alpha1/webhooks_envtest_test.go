@@ -391,6 +391,8 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			s.Networks[0].AddressesFromPools = []infrav1.IPPoolReference{{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "nodes"}}
 			s.NetworkConfigVersion = 3
 		}), field: "spec.networkConfigVersion", msg: `supported values: "1", "2"`},
+		{name: "userData not a mapping", obj: machine("m-userdata", func(s *infrav1.HarvesterMachineSpec) { s.UserData = "#cloud-config\n- runcmd\n" }),
+			field: "spec.userData", msg: "must be cloud-config, a YAML mapping"},
 		{name: "unknown NIC model", obj: machine("m-nicmodel", func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].Model = "virtio-net" }),
 			field: "spec.networks[0].model", msg: `supported values: "virtio", "e1000"`},
 		{name: "keypair name malformed", obj: machine("m-keypair", func(s *infrav1.HarvesterMachineSpec) { s.SSHKeyPairs = []string{"my key"} }),

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"mime/multipart"
 	"net/textproto"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -60,7 +62,13 @@ type UserDataInput struct {
 	SSHPublicKeys   []string
 	// GuestAgent says whether qemu-guest-agent is installed and started (empty: Install).
 	GuestAgent infrav1.GuestAgent
+	// Extra is the machine's own cloud-config (spec.userData), merged under the bootstrap data.
+	Extra string
 }
+
+// ErrUserDataConflict: the machine's userData sets a key of the bootstrap data to another value,
+// or cannot reach bootstrap data of its format.
+var ErrUserDataConflict = errors.New("the machine's userData cannot be merged with the bootstrap data")
 
 // BuildUserData merges the bootstrap data with what every node needs: qemu-guest-agent (so that
 // Harvester learns the VM's addresses; as in.GuestAgent says) and the authorised SSH keys. Cloud-config is merged;
@@ -69,17 +77,86 @@ type UserDataInput struct {
 // refused.
 func BuildUserData(in UserDataInput) ([]byte, BootstrapFormat, error) {
 	format := DetectBootstrapFormat(in.Bootstrap, in.BootstrapFormat)
+	extra, err := ParseExtraUserData(in.Extra)
+	if err != nil {
+		return nil, format, fmt.Errorf("%w: %v", ErrUserDataConflict, err)
+	}
 	switch format {
 	case FormatCloudConfig:
-		out, err := mergeCloudConfig(in.Bootstrap, in.SSHPublicKeys, in.GuestAgent)
+		out, err := mergeCloudConfig(in.Bootstrap, in.SSHPublicKeys, in.GuestAgent, extra)
 		return out, format, err
 	case FormatShellScript:
-		out, err := multipartUserData(additions(in.SSHPublicKeys, in.GuestAgent), in.Bootstrap)
+		cfg := additions(in.SSHPublicKeys, in.GuestAgent)
+		if err := mergeUnder(cfg, extra, ""); err != nil {
+			return nil, format, fmt.Errorf("%w: %v", ErrUserDataConflict, err)
+		}
+		out, err := multipartUserData(cfg, in.Bootstrap)
 		return out, format, err
 	case FormatIgnition:
 		return nil, format, fmt.Errorf("%w: Ignition; Harvester VMs boot with cloud-init, use a cloud-config bootstrap format", ErrUnsupportedBootstrapFormat)
 	}
+	if len(extra) > 0 {
+		return nil, format, fmt.Errorf("%w: the bootstrap data is neither cloud-config nor a shell script, so userData cannot be merged into it", ErrUserDataConflict)
+	}
 	return in.Bootstrap, format, nil
+}
+
+// ParseExtraUserData reads a machine's userData: cloud-config, a YAML mapping (the
+// `#cloud-config` line is optional); empty is none.
+func ParseExtraUserData(data string) (map[string]any, error) {
+	if strings.TrimSpace(data) == "" {
+		return nil, nil
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(data), &cfg); err != nil {
+		return nil, fmt.Errorf("userData is not cloud-config (a YAML mapping): %v", err)
+	}
+	return cfg, nil
+}
+
+// mergeUnder merges extra into base, base winning: a key base lacks is added; lists get extra's
+// items that base's lacks, after base's; mappings merge key by key; a key both set to different
+// values (or to a list and a mapping) is an error that names the key, never the values (the
+// bootstrap data holds credentials).
+func mergeUnder(base, extra map[string]any, path string) error {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		v := extra[k]
+		p := k
+		if path != "" {
+			p = path + "." + k
+		}
+		cur, ok := base[k]
+		if !ok {
+			base[k] = v
+			continue
+		}
+		switch c := cur.(type) {
+		case []any:
+			e, ok := v.([]any)
+			if !ok {
+				return fmt.Errorf("userData sets %s, which the bootstrap data sets to a list", p)
+			}
+			for _, item := range e {
+				if !slices.ContainsFunc(c, func(x any) bool { return reflect.DeepEqual(x, item) }) {
+					c = append(c, item)
+				}
+			}
+			base[k] = c
+		case map[string]any:
+			e, ok := v.(map[string]any)
+			if !ok {
+				return fmt.Errorf("userData sets %s, which the bootstrap data sets to a mapping", p)
+			}
+			if err := mergeUnder(c, e, p); err != nil {
+				return err
+			}
+		default:
+			if !reflect.DeepEqual(cur, v) {
+				return fmt.Errorf("userData sets %s, which the bootstrap data sets to another value (the bootstrap data's is kept: leave %s out of userData)", p, p)
+			}
+		}
+	}
+	return nil
 }
 
 // additions is the cloud-config the provider adds to every node.
@@ -117,7 +194,7 @@ func splitTemplateHeader(data []byte) ([]byte, []byte) {
 	return bytes.TrimSpace(line), rest
 }
 
-func mergeCloudConfig(bootstrap []byte, sshKeys []string, agent infrav1.GuestAgent) ([]byte, error) {
+func mergeCloudConfig(bootstrap []byte, sshKeys []string, agent infrav1.GuestAgent, extra map[string]any) ([]byte, error) {
 	header, _ := splitTemplateHeader(bootstrap)
 	cfg := map[string]any{}
 	if err := yaml.Unmarshal(bootstrap, &cfg); err != nil {
@@ -125,6 +202,9 @@ func mergeCloudConfig(bootstrap []byte, sshKeys []string, agent infrav1.GuestAge
 	}
 	if cfg == nil {
 		cfg = map[string]any{}
+	}
+	if err := mergeUnder(cfg, extra, ""); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUserDataConflict, err)
 	}
 	add := additions(sshKeys, agent)
 	if pkgs := asList(add["packages"]); len(pkgs) > 0 {

@@ -128,3 +128,42 @@ func TestBuildUserDataRejectsBrokenCloudConfig(t *testing.T) {
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("parsing the bootstrap cloud-config"))
 }
+
+// A machine's userData is merged under the bootstrap data, as Rancher's node driver merges its
+// user data: new keys added, lists extended after the bootstrap's items, mappings merged, equal
+// values accepted; a key set to another value is refused by name, never showing a value (the
+// bootstrap data holds join tokens and certificates).
+func TestBuildUserDataMergesTheMachinesUserDataUnderTheBootstrapData(t *testing.T) {
+	g := NewWithT(t)
+	bootstrap := "#cloud-config\nruncmd: [kubeadm join --token s3cr3t]\nwrite_files:\n- {path: /etc/kubeadm.yaml, content: token-s3cr3t}\nntp: {enabled: true}\nhostname: node-1\n"
+	extra := "#cloud-config\npackages: [open-iscsi]\nruncmd: [systemctl enable --now iscsid]\nwrite_files:\n- {path: /etc/motd, content: hello}\nntp: {servers: [10.0.0.1]}\nhostname: node-1\n"
+	out, _, err := BuildUserData(UserDataInput{Bootstrap: []byte(bootstrap), GuestAgent: infrav1.GuestAgentNone, Extra: extra})
+	g.Expect(err).NotTo(HaveOccurred())
+	var cfg map[string]any
+	g.Expect(yaml.Unmarshal(out, &cfg)).To(Succeed())
+	g.Expect(cfg["packages"]).To(Equal([]any{"open-iscsi"}))
+	g.Expect(cfg["runcmd"]).To(Equal([]any{"kubeadm join --token s3cr3t", "systemctl enable --now iscsid"}), "the bootstrap's commands first")
+	g.Expect(cfg["write_files"]).To(HaveLen(2))
+	g.Expect(cfg["ntp"]).To(Equal(map[string]any{"enabled": true, "servers": []any{"10.0.0.1"}}))
+	g.Expect(cfg["hostname"]).To(Equal("node-1"))
+
+	// A script bootstrap: the userData goes into the cloud-config part, beside the script.
+	out, _, err = BuildUserData(UserDataInput{Bootstrap: []byte("#!/bin/sh\necho join\n"), GuestAgent: infrav1.GuestAgentNone, Extra: extra})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(out)).To(And(ContainSubstring("open-iscsi"), ContainSubstring("echo join")))
+
+	for _, clash := range []struct{ extra, key string }{
+		{"hostname: node-9\n", "hostname"},
+		{"ntp: {enabled: false}\n", "ntp.enabled"},
+		{"runcmd: {first: x}\n", "runcmd"},
+	} {
+		_, _, err := BuildUserData(UserDataInput{Bootstrap: []byte(bootstrap), Extra: clash.extra})
+		g.Expect(errors.Is(err, ErrUserDataConflict)).To(BeTrue(), clash.extra)
+		g.Expect(err.Error()).To(ContainSubstring(clash.key))
+		g.Expect(err.Error()).NotTo(Or(ContainSubstring("s3cr3t"), ContainSubstring("node-1"), ContainSubstring("node-9")), "no value in the message")
+	}
+	_, _, err = BuildUserData(UserDataInput{Bootstrap: []byte("Content-Type: multipart/mixed\n"), Extra: extra})
+	g.Expect(errors.Is(err, ErrUserDataConflict)).To(BeTrue(), "unknown formats take no userData")
+	_, _, err = BuildUserData(UserDataInput{Bootstrap: []byte(bootstrap), Extra: "- not a mapping\n"})
+	g.Expect(errors.Is(err, ErrUserDataConflict)).To(BeTrue())
+}

@@ -3,6 +3,7 @@ package harvester
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -91,8 +92,11 @@ func (s *VMService) Create(ctx context.Context, req *VMRequest) (vm *kubevirtv1.
 	in.Images, in.KeyPairs = resolved.Images, resolved.KeyPairs
 	userData, _, err := BuildUserData(UserDataInput{
 		Bootstrap: req.Bootstrap, BootstrapFormat: req.BootstrapFormat, SSHPublicKeys: resolved.SSHPublicKeys,
-		GuestAgent: in.Machine.Spec.GuestAgent,
+		GuestAgent: in.Machine.Spec.GuestAgent, Extra: in.Machine.Spec.UserData,
 	})
+	if errors.Is(err, ErrUserDataConflict) {
+		return nil, false, &Error{Kind: KindInvalid, Reason: infrav1.UserDataConflictReason, Message: err.Error(), Err: err}
+	}
 	if err != nil {
 		return nil, false, &Error{Kind: KindInvalid, Reason: infrav1.UnsupportedBootstrapFormatReason, Message: err.Error(), Err: err}
 	}
