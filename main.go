@@ -23,7 +23,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // options are the manager's command-line settings.
@@ -48,7 +48,7 @@ type options struct {
 	ccmImage           string
 	identityExpiry     time.Duration
 	referenceRecheck   time.Duration
-	kubeconfigPolicy   harvester.KubeconfigPolicy
+	kubeconfigPolicy   transport.KubeconfigPolicy
 	managerOptions     flags.ManagerOptions
 	logOptions         *logsv1.LoggingConfiguration
 	enableWebhooks     bool
@@ -118,7 +118,7 @@ func run(o *options) error {
 	restConfig.QPS = o.restConfigQPS
 	restConfig.Burst = o.restConfigBurst
 	restConfig.UserAgent = "cluster-api-provider-harvester-controller"
-	managementRequests, err := harvester.NewManagementRequestMetrics(ctrlmetrics.Registry)
+	managementRequests, err := transport.NewManagementRequestMetrics(ctrlmetrics.Registry)
 	if err != nil {
 		return fmt.Errorf("registering the management request metrics: %w", err)
 	}

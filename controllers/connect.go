@@ -14,14 +14,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 const (
 	// unreachableRecheck is how soon a reconcile whose Harvester did not answer tries again.
 	// Its return sends no event, and an error's exponential back-off would have grown to
 	// minutes by the end of a long outage; while Harvester stays silent the connection's guard
-	// fails the retries at once, without a request (harvester.requestGuard).
+	// fails the retries at once, without a request (transport.requestGuard).
 	unreachableRecheck = 5 * time.Second
 	// accessRecheck is how soon a reconcile whose identity could not do its work (credentials
 	// refused, a permission or the target namespace missing) tries again; a change of the
@@ -42,7 +43,7 @@ const (
 // connect returns the connection of user (the reconciled object, see ClientFactory.Get) to the
 // HarvesterCluster's Harvester, and the identity Secret it was made from. Its failures are
 // harvester.Errors; while the connection's cache is still filling, the error wraps
-// harvester.ErrNotSynced and the connection is returned too (for live requests).
+// transport.ErrNotSynced and the connection is returned too (for live requests).
 //
 // With secretMetadata (the manager's cache of Secrets' metadata: the provider does not cache
 // their data), a connection user already has is reused while the identity Secret's
@@ -51,14 +52,14 @@ const (
 // The connection serves the HarvesterCluster's guest cluster (its cache holds that cluster's
 // objects only), named by the cluster-name label CAPI puts on it; without that label it serves
 // every cluster of the identity.
-func connect(ctx context.Context, c client.Client, secretMetadata client.Reader, f *harvester.ClientFactory, hc *infrav1.HarvesterCluster, user, providerNamespace string) (*harvester.Client, *corev1.Secret, error) {
+func connect(ctx context.Context, c client.Client, secretMetadata client.Reader, f *transport.ClientFactory, hc *infrav1.HarvesterCluster, user, providerNamespace string) (*transport.Client, *corev1.Secret, error) {
 	key, err := identitySecretKey(ctx, c, hc, providerNamespace)
 	if err != nil {
 		return nil, nil, err
 	}
 	cluster := ""
 	if name := hc.Labels[clusterv1.ClusterNameLabel]; name != "" {
-		if g, ok := harvester.GuestOf(hc, name); ok {
+		if g, ok := naming.GuestOf(hc, name); ok {
 			cluster = g.ID()
 		}
 	}
@@ -74,22 +75,22 @@ func connect(ctx context.Context, c client.Client, secretMetadata client.Reader,
 	secret := &corev1.Secret{}
 	if err := c.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.IdentitySecretNotFoundReason,
+			return nil, nil, &transport.Error{Kind: transport.KindAccess, Reason: infrav1.IdentitySecretNotFoundReason,
 				Message: fmt.Sprintf("identity Secret %s does not exist", key)}
 		}
 		return nil, nil, err
 	}
 	hcClient, err := f.Get(ctx, user, secret, hc.Spec.TargetNamespace, cluster)
 	switch {
-	case errors.Is(err, harvester.ErrInvalidKubeconfig):
-		return nil, secret, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.InvalidKubeconfigReason,
+	case errors.Is(err, transport.ErrInvalidKubeconfig):
+		return nil, secret, &transport.Error{Kind: transport.KindAccess, Reason: infrav1.InvalidKubeconfigReason,
 			Message: fmt.Sprintf("identity Secret %s: %v", key, err)}
-	case errors.Is(err, harvester.ErrNotSynced):
-		return hcClient, secret, &harvester.Error{Kind: harvester.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason,
+	case errors.Is(err, transport.ErrNotSynced):
+		return hcClient, secret, &transport.Error{Kind: transport.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason,
 			Message: "waiting for Harvester to answer the provider's watches", Err: err}
 	case err != nil:
 		// Building a connection asks Harvester for its API groups: it may not answer.
-		return nil, secret, harvester.ClassifyError(err, "connecting to Harvester")
+		return nil, secret, transport.ClassifyError(err, "connecting to Harvester")
 	}
 	return hcClient, secret, nil
 }
@@ -110,7 +111,7 @@ func identitySecretKey(ctx context.Context, c client.Reader, hc *infrav1.Harvest
 	identity := &infrav1.HarvesterClusterIdentity{}
 	if err := c.Get(ctx, client.ObjectKey{Name: ref.Name}, identity); err != nil {
 		if apierrors.IsNotFound(err) {
-			return client.ObjectKey{}, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.IdentityNotFoundReason,
+			return client.ObjectKey{}, &transport.Error{Kind: transport.KindAccess, Reason: infrav1.IdentityNotFoundReason,
 				Message: fmt.Sprintf("HarvesterClusterIdentity %s does not exist", ref.Name)}
 		}
 		return client.ObjectKey{}, err
@@ -120,11 +121,11 @@ func identitySecretKey(ctx context.Context, c client.Reader, hc *infrav1.Harvest
 		return client.ObjectKey{}, err
 	}
 	if ok, why := identity.Spec.Allows(hc.Namespace, ns.Labels, hc.Spec.TargetNamespace); !ok {
-		return client.ObjectKey{}, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.IdentityNotAllowedReason,
+		return client.ObjectKey{}, &transport.Error{Kind: transport.KindAccess, Reason: infrav1.IdentityNotAllowedReason,
 			Message: fmt.Sprintf("HarvesterClusterIdentity %s may not be used here: %s", ref.Name, why)}
 	}
 	if providerNamespace == "" {
-		return client.ObjectKey{}, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.IdentityNotFoundReason,
+		return client.ObjectKey{}, &transport.Error{Kind: transport.KindAccess, Reason: infrav1.IdentityNotFoundReason,
 			Message: "the manager does not know its own namespace (POD_NAMESPACE), where HarvesterClusterIdentity Secrets live"}
 	}
 	return client.ObjectKey{Namespace: providerNamespace, Name: identity.Spec.SecretName}, nil
@@ -134,38 +135,38 @@ func identitySecretKey(ctx context.Context, c client.Reader, hc *infrav1.Harvest
 // not ready, or whose VM name another's object holds, looks again (--reference-recheck-interval).
 const DefaultReferenceRecheck = 15 * time.Second
 
-// harvesterResult is how a reconcile ends on err: a harvester.Error is reported (its reason and
+// harvesterResult is how a reconcile ends on err: a transport.Error is reported (its reason and
 // message, through report, on the condition of the step that failed) and retried when its Kind
 // says; any other error goes back to the controller for its back-off.
 func harvesterResult(ctx context.Context, err error, report func(reason, message string)) (ctrl.Result, error) {
 	if err == nil {
 		return ctrl.Result{}, nil
 	}
-	e, ok := harvester.AsError(err)
+	e, ok := transport.AsError(err)
 	if !ok {
 		return ctrl.Result{}, err
 	}
-	if e.Kind == harvester.KindBusy {
+	if e.Kind == transport.KindBusy {
 		// Queueing behind a slow Harvester: nothing to tell the user, the work goes on soon.
 		ctrl.LoggerFrom(ctx).V(4).Info("the connection's requests are queueing; reconciling again", "message", e.Message)
 		return ctrl.Result{RequeueAfter: busyRecheck}, nil
 	}
 	report(e.Reason, e.Message)
-	if errors.Is(err, harvester.ErrNotSynced) {
+	if errors.Is(err, transport.ErrNotSynced) {
 		return ctrl.Result{RequeueAfter: syncRecheck}, nil
 	}
-	if e.Kind != harvester.KindRefused {
+	if e.Kind != transport.KindRefused {
 		// A refusal is returned as an error, which controller-runtime logs.
 		failures.log(ctx, e)
 	}
 	switch e.Kind {
-	case harvester.KindUnreachable:
+	case transport.KindUnreachable:
 		return ctrl.Result{RequeueAfter: unreachableRecheck}, nil
-	case harvester.KindAccess:
+	case transport.KindAccess:
 		return ctrl.Result{RequeueAfter: accessRecheck}, nil
-	case harvester.KindReference:
+	case transport.KindReference:
 		return ctrl.Result{RequeueAfter: referenceRecheck}, nil
-	case harvester.KindInvalid:
+	case transport.KindInvalid:
 		return ctrl.Result{}, nil // reported until the input changes, which brings a reconcile
 	}
 	return ctrl.Result{}, err

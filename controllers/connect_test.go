@@ -11,14 +11,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // One mapping from a service's error to a reconcile's end: what is reported, and when the
 // reconcile comes back.
 func TestHarvesterResultReportsAndRetriesByKind(t *testing.T) {
-	notSynced := &harvester.Error{Kind: harvester.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason,
-		Message: "waiting", Err: fmt.Errorf("cache: %w", harvester.ErrNotSynced)}
+	notSynced := &transport.Error{Kind: transport.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason,
+		Message: "waiting", Err: fmt.Errorf("cache: %w", transport.ErrNotSynced)}
 	plain := errors.New("the management apiserver said no")
 	for _, tc := range []struct {
 		name     string
@@ -29,11 +29,11 @@ func TestHarvesterResultReportsAndRetriesByKind(t *testing.T) {
 	}{
 		{"no error", nil, ctrl.Result{}, nil, ""},
 		{"a management-side error", plain, ctrl.Result{}, plain, ""},
-		{"unreachable", &harvester.Error{Kind: harvester.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason}, ctrl.Result{RequeueAfter: unreachableRecheck}, nil, infrav1.HarvesterUnreachableReason},
+		{"unreachable", &transport.Error{Kind: transport.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason}, ctrl.Result{RequeueAfter: unreachableRecheck}, nil, infrav1.HarvesterUnreachableReason},
 		{"a cache still filling", notSynced, ctrl.Result{RequeueAfter: syncRecheck}, nil, infrav1.HarvesterUnreachableReason},
-		{"access", &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.UnauthorizedReason}, ctrl.Result{RequeueAfter: accessRecheck}, nil, infrav1.UnauthorizedReason},
-		{"a reference", &harvester.Error{Kind: harvester.KindReference, Reason: infrav1.ImageNotFoundReason}, ctrl.Result{RequeueAfter: referenceRecheck}, nil, infrav1.ImageNotFoundReason},
-		{"invalid input", &harvester.Error{Kind: harvester.KindInvalid, Reason: infrav1.UnsupportedBootstrapFormatReason}, ctrl.Result{}, nil, infrav1.UnsupportedBootstrapFormatReason},
+		{"access", &transport.Error{Kind: transport.KindAccess, Reason: infrav1.UnauthorizedReason}, ctrl.Result{RequeueAfter: accessRecheck}, nil, infrav1.UnauthorizedReason},
+		{"a reference", &transport.Error{Kind: transport.KindReference, Reason: infrav1.ImageNotFoundReason}, ctrl.Result{RequeueAfter: referenceRecheck}, nil, infrav1.ImageNotFoundReason},
+		{"invalid input", &transport.Error{Kind: transport.KindInvalid, Reason: infrav1.UnsupportedBootstrapFormatReason}, ctrl.Result{}, nil, infrav1.UnsupportedBootstrapFormatReason},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -51,7 +51,7 @@ func TestHarvesterResultReportsAndRetriesByKind(t *testing.T) {
 
 	// A refusal goes back to the controller for its back-off, and is reported.
 	g := NewWithT(t)
-	refused := &harvester.Error{Kind: harvester.KindRefused, Reason: infrav1.HarvesterRefusedReason, Message: "quota"}
+	refused := &transport.Error{Kind: transport.KindRefused, Reason: infrav1.HarvesterRefusedReason, Message: "quota"}
 	reported := ""
 	result, err := harvesterResult(context.Background(), refused, func(reason, _ string) { reported = reason })
 	g.Expect(result).To(Equal(ctrl.Result{}))
@@ -65,11 +65,11 @@ func TestMachineReferenceRecheckIsConfigurable(t *testing.T) {
 	g := NewWithT(t)
 	report := func(string, string) {}
 	r := &HarvesterMachineReconciler{ReferenceRecheck: 2 * time.Second}
-	missing := &harvester.Error{Kind: harvester.KindReference, Reason: infrav1.KeyPairNotFoundReason}
+	missing := &transport.Error{Kind: transport.KindReference, Reason: infrav1.KeyPairNotFoundReason}
 	g.Expect(r.harvesterResult(context.Background(), missing, report)).To(Equal(ctrl.Result{RequeueAfter: 2 * time.Second}))
-	unreachable := &harvester.Error{Kind: harvester.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason}
+	unreachable := &transport.Error{Kind: transport.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason}
 	g.Expect(r.harvesterResult(context.Background(), unreachable, report)).To(Equal(ctrl.Result{RequeueAfter: unreachableRecheck}))
-	notSynced := &harvester.Error{Kind: harvester.KindReference, Reason: infrav1.ImageNotFoundReason, Err: harvester.ErrNotSynced}
+	notSynced := &transport.Error{Kind: transport.KindReference, Reason: infrav1.ImageNotFoundReason, Err: transport.ErrNotSynced}
 	g.Expect(r.harvesterResult(context.Background(), notSynced, report)).To(Equal(ctrl.Result{RequeueAfter: syncRecheck}))
 	unset := &HarvesterMachineReconciler{}
 	g.Expect(unset.harvesterResult(context.Background(), missing, report)).To(Equal(ctrl.Result{RequeueAfter: DefaultReferenceRecheck}))

@@ -7,7 +7,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // A failed step on Harvester is reported in the object's condition (and, where it matters, an
@@ -18,14 +18,14 @@ import (
 // nothing at all.
 const failureLogRepeat = 10 * time.Minute
 
-// kindNames names harvester.Kind in logs.
-var kindNames = map[harvester.Kind]string{
-	harvester.KindRefused:     "Refused",
-	harvester.KindUnreachable: "Unreachable",
-	harvester.KindAccess:      "Access",
-	harvester.KindReference:   "Reference",
-	harvester.KindInvalid:     "Invalid",
-	harvester.KindBusy:        "Busy",
+// kindNames names transport.Kind in logs.
+var kindNames = map[transport.Kind]string{
+	transport.KindRefused:     "Refused",
+	transport.KindUnreachable: "Unreachable",
+	transport.KindAccess:      "Access",
+	transport.KindReference:   "Reference",
+	transport.KindInvalid:     "Invalid",
+	transport.KindBusy:        "Busy",
 }
 
 type failureKey struct{}
@@ -52,7 +52,7 @@ var failures = &failureLog{entries: map[string]failureEntry{}, now: time.Now}
 
 // log writes e once per object, reason and message at Info (with the kind of failure and, from
 // the context's logger, the object's and its Cluster's keys), and its repeats at V(4).
-func (f *failureLog) log(ctx context.Context, e *harvester.Error) {
+func (f *failureLog) log(ctx context.Context, e *transport.Error) {
 	logger := ctrl.LoggerFrom(ctx).WithValues("kind", kindNames[e.Kind], "reason", e.Reason)
 	key, _ := ctx.Value(failureKey{}).(string)
 	what := e.Reason + "\x00" + e.Message

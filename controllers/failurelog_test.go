@@ -11,7 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // Each failure is logged once at Info with its kind, reason and the object's keys; its repeats
@@ -30,30 +30,30 @@ func TestFailuresAreLoggedOncePerObjectAndMessage(t *testing.T) {
 
 	ctx := ctrl.LoggerInto(context.Background(), logger.WithValues("HarvesterMachine", "ns/m"))
 	ctx = withFailureKey(ctx, "HarvesterMachine", "ns/m")
-	fail := func(kind harvester.Kind, reason, message string) {
-		_, _ = harvesterResult(ctx, &harvester.Error{Kind: kind, Reason: reason, Message: message}, func(string, string) {})
+	fail := func(kind transport.Kind, reason, message string) {
+		_, _ = harvesterResult(ctx, &transport.Error{Kind: kind, Reason: reason, Message: message}, func(string, string) {})
 	}
 	for range 3 {
-		fail(harvester.KindUnreachable, infrav1.HarvesterUnreachableReason, "no answer")
+		fail(transport.KindUnreachable, infrav1.HarvesterUnreachableReason, "no answer")
 	}
 	g.Expect(lines).To(HaveLen(1), "an outage logs the object once, not every 5 s")
 	g.Expect(lines[0]).To(And(ContainSubstring(`"kind"="Unreachable"`), ContainSubstring(`"reason"="HarvesterUnreachable"`),
 		ContainSubstring(`"HarvesterMachine"="ns/m"`), ContainSubstring("no answer")))
 
-	fail(harvester.KindReference, infrav1.ImageNotFoundReason, "image default/x not found")
+	fail(transport.KindReference, infrav1.ImageNotFoundReason, "image default/x not found")
 	g.Expect(lines).To(HaveLen(2), "a reference failure is logged")
 	g.Expect(lines[1]).To(ContainSubstring(`"kind"="Reference"`))
 
 	now = now.Add(failureLogRepeat)
-	fail(harvester.KindReference, infrav1.ImageNotFoundReason, "image default/x not found")
+	fail(transport.KindReference, infrav1.ImageNotFoundReason, "image default/x not found")
 	g.Expect(lines).To(HaveLen(3), "repeated after the window")
 
 	f.forget(ctx)
-	fail(harvester.KindReference, infrav1.ImageNotFoundReason, "image default/x not found")
+	fail(transport.KindReference, infrav1.ImageNotFoundReason, "image default/x not found")
 	g.Expect(lines).To(HaveLen(4), "after a success, at once")
 
 	other := withFailureKey(ctrl.LoggerInto(context.Background(), logger), "HarvesterMachine", "ns/other")
-	_, _ = harvesterResult(other, &harvester.Error{Kind: harvester.KindAccess, Reason: infrav1.ForbiddenReason, Message: "forbidden"}, func(string, string) {})
+	_, _ = harvesterResult(other, &transport.Error{Kind: transport.KindAccess, Reason: infrav1.ForbiddenReason, Message: "forbidden"}, func(string, string) {})
 	g.Expect(lines).To(HaveLen(5), "another object has its own entry")
 	g.Expect(strings.Join(lines, "\n")).NotTo(ContainSubstring("token"))
 }

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // GuestKubeconfigRefusedReason is the reason of the Warning event on a Cluster whose
@@ -30,7 +30,7 @@ const GuestKubeconfigRefusedReason = "GuestKubeconfigRefused"
 // field, never its value.
 type guestKubeconfigReader struct {
 	client.Reader
-	Policy   harvester.KubeconfigPolicy
+	Policy   transport.KubeconfigPolicy
 	Recorder events.EventRecorder
 }
 

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 func guestKubeconfigSecret(t *testing.T, user *clientcmdapi.AuthInfo) *corev1.Secret {
@@ -94,7 +94,7 @@ func TestGuestKubeconfigReaderRefusesWhatTheIdentityPolicyRefuses(t *testing.T) 
 		if _, err := kcfg.FromSecret(ctx, &guestKubeconfigReader{Reader: reader}, client.ObjectKey{Namespace: "tenant", Name: "prod"}); err == nil {
 			t.Error("a proxy is admitted without --allow-kubeconfig-proxy-url")
 		}
-		allowed := &guestKubeconfigReader{Reader: reader, Policy: harvester.KubeconfigPolicy{AllowProxyURL: true}}
+		allowed := &guestKubeconfigReader{Reader: reader, Policy: transport.KubeconfigPolicy{AllowProxyURL: true}}
 		if _, err := kcfg.FromSecret(ctx, allowed, client.ObjectKey{Namespace: "tenant", Name: "prod"}); err != nil {
 			t.Errorf("a proxy is refused with --allow-kubeconfig-proxy-url: %v", err)
 		}

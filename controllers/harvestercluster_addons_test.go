@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 // Without our cloud controller manager the templates' kubelets still run with
@@ -28,7 +28,7 @@ func TestAddonsSayWhatAGuestWithoutOurCCMNeeds(t *testing.T) {
 			Spec: infrav1.HarvesterClusterSpec{Addons: infrav1.AddonsSpec{CloudProvider: ptr.To(false), CSI: ptr.To(csi)}}}
 		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Labels: map[string]string{infrav1.AddonsLabel: "c"}}}
 		r := &HarvesterClusterReconciler{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(hc, cluster).Build()}
-		s := &clusterScope{cluster: cluster, hc: hc, guest: harvester.Guest{Namespace: "ns", Name: "c"}}
+		s := &clusterScope{cluster: cluster, hc: hc, guest: naming.Guest{Namespace: "ns", Name: "c"}}
 		if err := r.reconcileAddons(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}

@@ -28,6 +28,9 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 const (
@@ -42,7 +45,7 @@ const (
 type HarvesterClusterReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
-	Factory  *harvester.ClientFactory
+	Factory  *transport.ClientFactory
 	// ProviderNamespace is the manager's namespace, where HarvesterClusterIdentities' Secrets
 	// live.
 	ProviderNamespace string
@@ -67,7 +70,7 @@ type HarvesterClusterReconciler struct {
 
 // liveCheck is what a cluster's last good live connection check ran with.
 type liveCheck struct {
-	client        *harvester.Client
+	client        *transport.Client
 	secretVersion string
 }
 
@@ -90,8 +93,8 @@ type clusterScope struct {
 	cluster *clusterv1.Cluster
 	hc      *infrav1.HarvesterCluster
 	// guest names the cluster on Harvester (with its owner mark).
-	guest  harvester.Guest
-	client *harvester.Client
+	guest  naming.Guest
+	client *transport.Client
 	// recheck, when set, is when a reconcile must come again for a reason no event will bring
 	// (an identity's credential nearing its expiry).
 	recheck time.Duration
@@ -179,7 +182,7 @@ func (r *HarvesterClusterReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			return ctrl.Result{}, err
 		}
 	}
-	guest, ok := harvester.GuestOf(hc, cluster.Name)
+	guest, ok := naming.GuestOf(hc, cluster.Name)
 	if !ok {
 		return ctrl.Result{}, nil // deleted before its first reconcile: nothing on Harvester
 	}
@@ -226,7 +229,7 @@ func (r *HarvesterClusterReconciler) ensureFinalizerAndMark(ctx context.Context,
 	}
 	base := hc.DeepCopy()
 	if !marked {
-		mark := harvester.NewOwnerMark(hc.UID)
+		mark := naming.NewOwnerMark(hc.UID)
 		if finalized {
 			mark = ""
 		}
@@ -297,7 +300,7 @@ func (r *HarvesterClusterReconciler) connect(ctx context.Context, s *clusterScop
 		if accessErr := harvester.CheckTargetNamespaceAccess(ctx, c.Client, hc.Spec.TargetNamespace); accessErr != nil {
 			return accessErr
 		}
-		return &harvester.Error{Kind: harvester.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason,
+		return &transport.Error{Kind: transport.KindUnreachable, Reason: infrav1.HarvesterUnreachableReason,
 			Message: "Harvester answers but the provider's watches have not caught up yet", Err: err}
 	}
 	setClusterCondition(hc, infrav1.HarvesterAvailableCondition, metav1.ConditionTrue, infrav1.ReadyReason, "")
@@ -316,7 +319,7 @@ func (r *HarvesterClusterReconciler) reconcileFailureDomains(ctx context.Context
 	s.hc.Status.FailureDomains = domains
 	if byHost {
 		setClusterCondition(s.hc, infrav1.FailureDomainsReadyCondition, metav1.ConditionTrue, infrav1.HostsReason,
-			fmt.Sprintf("no Harvester host has a %s label: each of the %d hosts is a failure domain for worker pools that name one (a machine placed there is pinned to its host); the control plane is spread over hosts by anti-affinity", harvester.LabelZone, len(domains)))
+			fmt.Sprintf("no Harvester host has a %s label: each of the %d hosts is a failure domain for worker pools that name one (a machine placed there is pinned to its host); the control plane is spread over hosts by anti-affinity", build.LabelZone, len(domains)))
 	} else {
 		setClusterCondition(s.hc, infrav1.FailureDomainsReadyCondition, metav1.ConditionTrue, infrav1.ZonesReason,
 			fmt.Sprintf("%d zones", len(domains)))

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // DefaultIdentityExpiryWarning is how long before the identity's credential expires the
@@ -24,7 +24,7 @@ const DefaultIdentityExpiryWarning = 7 * 24 * time.Hour
 // and the event, never the credential.
 func (r *HarvesterClusterReconciler) checkIdentityExpiry(s *clusterScope, secret *corev1.Secret) {
 	hc := s.hc
-	expires, ok := harvester.CredentialExpiry(secret.Data[infrav1.IdentitySecretKey])
+	expires, ok := transport.CredentialExpiry(secret.Data[infrav1.IdentitySecretKey])
 	if !ok {
 		setClusterCondition(hc, infrav1.IdentityExpiringSoonCondition, metav1.ConditionFalse, infrav1.IdentityNoExpiryReason,
 			fmt.Sprintf("the credential in identity Secret %s states no expiry", secret.Name))

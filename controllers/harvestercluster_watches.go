@@ -24,7 +24,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 // SetupWithManager registers the reconciler, and its watches on the load balancers and hosts
@@ -99,7 +99,7 @@ func (r *HarvesterClusterReconciler) loadBalancerToCluster(ctx context.Context, 
 				guestID(hc, guestcloud.LabelValue) == guest
 		})
 	}
-	id := obj.GetLabels()[harvester.LabelCluster]
+	id := obj.GetLabels()[naming.LabelCluster]
 	if id == "" {
 		return nil
 	}
@@ -115,7 +115,7 @@ func guestID(hc *infrav1.HarvesterCluster, form func(string) string) string {
 	if name == "" {
 		return ""
 	}
-	g, ok := harvester.GuestOf(hc, name)
+	g, ok := naming.GuestOf(hc, name)
 	if !ok {
 		return ""
 	}

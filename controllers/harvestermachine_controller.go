@@ -27,6 +27,9 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers/internal/ownwrites"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // staleReadRetry is how soon a reconcile whose status patch found a newer HarvesterMachine than
@@ -42,7 +45,7 @@ const fallbackRequeue = 5 * time.Minute
 type HarvesterMachineReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
-	Factory  *harvester.ClientFactory
+	Factory  *transport.ClientFactory
 	// ProviderNamespace is the manager's namespace, where HarvesterClusterIdentities' Secrets
 	// live.
 	ProviderNamespace string
@@ -192,7 +195,7 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 		return r.harvesterResult(ctx, err, s.reportVM)
 	case vm == nil && hm.Spec.ProviderID != "":
 		// Provisioned once, gone now: never made again under the old name.
-		vmKey := client.ObjectKey{Namespace: target, Name: harvester.VMName(hm.Name)}
+		vmKey := client.ObjectKey{Namespace: target, Name: naming.VMName(hm.Name)}
 		if reason := conditions.GetReason(hm, infrav1.VirtualMachineReadyCondition); reason != infrav1.VMDeletedReason {
 			r.Recorder.Eventf(hm, nil, corev1.EventTypeWarning, "VirtualMachineDeleted", "Observe",
 				"VM %s was deleted outside the provider; the machine must be replaced", vmKey)
@@ -220,17 +223,17 @@ func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineSco
 		return ctrl.Result{}, fmt.Errorf("reading bootstrap data Secret %s: %w", bootstrapKey, err)
 	}
 	req := &harvester.VMRequest{
-		VMInput: harvester.VMInput{
+		VMInput: build.VMInput{
 			Machine:   hm,
 			Namespace: s.hc.Spec.TargetNamespace,
-			Role:      harvester.RoleWorker,
+			Role:      naming.RoleWorker,
 		},
 		Bootstrap:       bootstrap.Data["value"],
 		BootstrapFormat: string(bootstrap.Data["format"]),
 		NetworkData:     []byte(hm.Spec.NetworkData),
 	}
 	if util.IsControlPlaneMachine(s.machine) {
-		req.Role = harvester.RoleControlPlane
+		req.Role = naming.RoleControlPlane
 	}
 	if usesIPPools(&hm.Spec) {
 		// The webhook and the CRD refuse networkData together with IP pools.
@@ -320,7 +323,7 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 	}
 	gone, deleted, err := (&harvester.VMService{C: s.client, Guest: s.guest}).Delete(ctx, s.hc.Spec.TargetNamespace, hm)
 	if deleted {
-		r.Recorder.Eventf(hm, nil, corev1.EventTypeNormal, "VirtualMachineDeleted", "Delete", "Deleted VM %s/%s on Harvester", s.hc.Spec.TargetNamespace, harvester.VMName(hm.Name))
+		r.Recorder.Eventf(hm, nil, corev1.EventTypeNormal, "VirtualMachineDeleted", "Delete", "Deleted VM %s/%s on Harvester", s.hc.Spec.TargetNamespace, naming.VMName(hm.Name))
 	}
 	if err != nil {
 		return r.harvesterResult(ctx, err, s.reportVM)
@@ -341,7 +344,7 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 // r.ReferenceRecheck when it is set.
 func (r *HarvesterMachineReconciler) harvesterResult(ctx context.Context, err error, report func(reason, message string)) (ctrl.Result, error) {
 	res, rerr := harvesterResult(ctx, err, report)
-	if e, ok := harvester.AsError(err); ok && e.Kind == harvester.KindReference && res.RequeueAfter == referenceRecheck && r.ReferenceRecheck > 0 {
+	if e, ok := transport.AsError(err); ok && e.Kind == transport.KindReference && res.RequeueAfter == referenceRecheck && r.ReferenceRecheck > 0 {
 		res.RequeueAfter = r.ReferenceRecheck
 	}
 	return res, rerr

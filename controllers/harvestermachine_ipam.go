@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 )
 
 // ipAddressRecheck is how soon a machine whose claim has no address looks again: the pool is
@@ -49,7 +49,7 @@ func nicMAC(hm *infrav1.HarvesterMachine, n infrav1.Network, i int) string {
 	if n.MACAddress != "" {
 		return n.MACAddress
 	}
-	return harvester.StaticMAC(hm.Namespace, hm.Name, hm.Spec.NICName(i))
+	return build.StaticMAC(hm.Namespace, hm.Name, hm.Spec.NICName(i))
 }
 
 // reconcileIPAddresses makes one IPAddressClaim per NIC and pool, owned by the machine, and
@@ -87,7 +87,7 @@ func (r *HarvesterMachineReconciler) reconcileIPAddresses(ctx context.Context, s
 				}
 				return false, fmt.Errorf("reading IPAddress %s: %w", key, err)
 			}
-			parsed, err := harvester.ParseStaticAddress(addr.Spec.Address, addr.Spec.Prefix, addr.Spec.Gateway)
+			parsed, err := build.ParseStaticAddress(addr.Spec.Address, addr.Spec.Prefix, addr.Spec.Gateway)
 			if err != nil {
 				setIPCondition(hm, metav1.ConditionFalse, infrav1.IPAddressClaimFailedReason,
 					fmt.Sprintf("IPAddress %s from pool %s is unusable: %v", addr.Name, pool, err))
@@ -112,7 +112,7 @@ func (r *HarvesterMachineReconciler) reconcileIPAddresses(ctx context.Context, s
 // A claim of that name that is not the machine's is reported on the condition (nil, nil).
 func (r *HarvesterMachineReconciler) ensureClaim(ctx context.Context, s *machineScope, nic string, j int, ref infrav1.IPPoolReference) (*ipamv1.IPAddressClaim, error) {
 	hm := s.hm
-	name := harvester.IPAddressClaimName(hm.Name, nic, j)
+	name := build.IPAddressClaimName(hm.Name, nic, j)
 	claim := &ipamv1.IPAddressClaim{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: hm.Namespace, Name: name}, claim)
 	switch {
@@ -224,18 +224,18 @@ func staticNetworkData(hm *infrav1.HarvesterMachine) ([]byte, map[string]string,
 		byNIC[a.Interface] = append(byNIC[a.Interface], a)
 	}
 	macs := map[string]string{}
-	nics := make([]harvester.StaticNIC, 0, len(hm.Spec.Networks))
+	nics := make([]build.StaticNIC, 0, len(hm.Spec.Networks))
 	// In the VM's order: the management NIC, listed first, gets the default route.
 	for _, i := range hm.Spec.NICOrder() {
 		n := hm.Spec.Networks[i]
-		nic := harvester.StaticNIC{Name: hm.Spec.NICName(i), MAC: nicMAC(hm, n, i), Nameservers: n.Nameservers}
+		nic := build.StaticNIC{Name: hm.Spec.NICName(i), MAC: nicMAC(hm, n, i), Nameservers: n.Nameservers}
 		macs[nic.Name] = nic.MAC
 		for _, a := range byNIC[nic.Name] {
 			ip, prefix, err := splitCIDR(a.Address)
 			if err != nil {
 				return nil, nil, err
 			}
-			parsed, err := harvester.ParseStaticAddress(ip, &prefix, a.Gateway)
+			parsed, err := build.ParseStaticAddress(ip, &prefix, a.Gateway)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -243,7 +243,7 @@ func staticNetworkData(hm *infrav1.HarvesterMachine) ([]byte, map[string]string,
 		}
 		nics = append(nics, nic)
 	}
-	data, err := harvester.BuildNetworkData(nics, hm.Spec.NetworkConfigVersion)
+	data, err := build.BuildNetworkData(nics, hm.Spec.NetworkConfigVersion)
 	return data, macs, err
 }
 
@@ -261,7 +261,7 @@ func claimedMachineAddresses(hm *infrav1.HarvesterMachine) []clusterv1.MachineAd
 	if len(hm.Spec.Networks) == 0 {
 		return nil
 	}
-	mgmt := harvester.ManagementNetworkName(&hm.Spec)
+	mgmt := build.ManagementNetworkName(&hm.Spec)
 	var out []clusterv1.MachineAddress
 	for _, a := range hm.Status.IPAddresses {
 		ip, _, err := splitCIDR(a.Address)
@@ -284,7 +284,7 @@ func (r *HarvesterMachineReconciler) releaseIPAddresses(ctx context.Context, hm 
 	for i, n := range hm.Spec.Networks {
 		for j := range n.AddressesFromPools {
 			claim := &ipamv1.IPAddressClaim{}
-			key := client.ObjectKey{Namespace: hm.Namespace, Name: harvester.IPAddressClaimName(hm.Name, hm.Spec.NICName(i), j)}
+			key := client.ObjectKey{Namespace: hm.Namespace, Name: build.IPAddressClaimName(hm.Name, hm.Spec.NICName(i), j)}
 			if err := r.Client.Get(ctx, key, claim); err != nil {
 				if apierrors.IsNotFound(err) {
 					continue

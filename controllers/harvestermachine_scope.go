@@ -16,7 +16,9 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers/internal/ownwrites"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // machineScope holds what one reconcile of a HarvesterMachine works with, and writes what the
@@ -37,9 +39,9 @@ type machineScope struct {
 	hc      *infrav1.HarvesterCluster // nil when gone
 	// guest names the cluster on Harvester; guestKnown is false while the HarvesterCluster
 	// has not recorded its owner mark (then nothing of the cluster is on Harvester yet).
-	guest      harvester.Guest
+	guest      naming.Guest
 	guestKnown bool
-	client     *harvester.Client
+	client     *transport.Client
 }
 
 // newScope is the scope of a reconcile that read before and changes hm.
@@ -66,7 +68,7 @@ func (r *HarvesterMachineReconciler) readHarvesterCluster(ctx context.Context, s
 		return client.IgnoreNotFound(err)
 	}
 	s.hc = hc
-	s.guest, s.guestKnown = harvester.GuestOf(hc, s.cluster.Name)
+	s.guest, s.guestKnown = naming.GuestOf(hc, s.cluster.Name)
 	return nil
 }
 
@@ -94,12 +96,12 @@ func failureDomain(s *machineScope) (string, string) {
 	}
 	for _, fd := range s.hc.Status.FailureDomains {
 		if fd.Name == name {
-			if key := fd.Attributes[harvester.FailureDomainTopologyKey]; key != "" {
+			if key := fd.Attributes[build.FailureDomainTopologyKey]; key != "" {
 				return name, key
 			}
 		}
 	}
-	return name, harvester.LabelZone
+	return name, build.LabelZone
 }
 
 // sharedNamespaces are the Harvester namespaces, besides the target namespace, whose images, key

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 // Only the VM and VMI updates that change what a machine's reconcile reads wake it.
@@ -150,7 +150,7 @@ func TestReadyVMIGoesAheadOfTheQueue(t *testing.T) {
 	g := NewWithT(t)
 	vmi := func(machine string, phase kubevirtv1.VirtualMachineInstancePhase, ip string) *kubevirtv1.VirtualMachineInstance {
 		v := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "target", Name: machine + "-vm",
-			Labels: map[string]string{harvester.LabelMachine: machine, harvester.LabelMachineNamespace: "ns"}},
+			Labels: map[string]string{naming.LabelMachine: machine, naming.LabelMachineNamespace: "ns"}},
 			Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: phase, NodeName: "host-1"}}
 		if ip != "" {
 			v.Status.Interfaces = []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", IP: ip}}

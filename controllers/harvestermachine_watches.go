@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=harvestermachines;harvestermachines/status;harvestermachines/finalizers,verbs=get;list;watch;update;patch
@@ -207,7 +207,7 @@ func metadataOrGenerationChanged(o, n client.Object) bool {
 // volumeToMachine maps a machine's volume to its HarvesterMachine. Volumes carry the machine's
 // label value only, which is a hash for names no label can hold: then the machine is found by it.
 func (r *HarvesterMachineReconciler) volumeToMachine(ctx context.Context, obj client.Object) []reconcile.Request {
-	namespace, value, ok := harvester.MachineOf(obj)
+	namespace, value, ok := naming.MachineOf(obj)
 	if !ok {
 		return nil
 	}
@@ -219,7 +219,7 @@ func (r *HarvesterMachineReconciler) volumeToMachine(ctx context.Context, obj cl
 		return nil
 	}
 	for i := range list.Items {
-		if harvester.MachineLabelValue(list.Items[i].Name) == value {
+		if naming.MachineLabelValue(list.Items[i].Name) == value {
 			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}}
 		}
 	}
@@ -229,7 +229,7 @@ func (r *HarvesterMachineReconciler) volumeToMachine(ctx context.Context, obj cl
 // harvesterObjectToMachine maps a VM or VMI on Harvester to its HarvesterMachine by the name it
 // carries (not by its own name, which may be a hash of the machine's).
 func harvesterObjectToMachine(_ context.Context, obj client.Object) []reconcile.Request {
-	namespace, name, ok := harvester.MachineOf(obj)
+	namespace, name, ok := naming.MachineOf(obj)
 	if !ok {
 		return nil
 	}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 )
 
 // HarvesterMachineTemplateReconciler keeps a HarvesterMachineTemplate's status.capacity and
@@ -48,8 +48,8 @@ func (r *HarvesterMachineTemplateReconciler) Reconcile(ctx context.Context, req 
 		return ctrl.Result{}, nil
 	}
 	desired := infrav1.HarvesterMachineTemplateStatus{
-		Capacity: harvester.MachineCapacity(&t.Spec.Template.Spec),
-		NodeInfo: harvester.MachineNodeInfo(),
+		Capacity: build.MachineCapacity(&t.Spec.Template.Spec),
+		NodeInfo: build.MachineNodeInfo(),
 	}
 	if apiequality.Semantic.DeepEqual(t.Status, desired) {
 		return ctrl.Result{}, nil

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // KubeconfigWebhookPath is where the manager serves the optional admission check of guest
@@ -28,12 +28,12 @@ const KubeconfigWebhookPath = "/validate-guest-kubeconfig-secret"
 // decode a Secret's base64 data, and a pattern on the encoded text misses keys that YAML or JSON
 // spell with escapes.
 type KubeconfigSecretValidator struct {
-	Policy  harvester.KubeconfigPolicy
+	Policy  transport.KubeconfigPolicy
 	decoder admission.Decoder
 }
 
 // SetupKubeconfigWebhook registers the validator on the manager's webhook server.
-func SetupKubeconfigWebhook(mgr ctrl.Manager, policy harvester.KubeconfigPolicy) {
+func SetupKubeconfigWebhook(mgr ctrl.Manager, policy transport.KubeconfigPolicy) {
 	mgr.GetWebhookServer().Register(KubeconfigWebhookPath, &webhook.Admission{Handler: &KubeconfigSecretValidator{
 		Policy:  policy,
 		decoder: admission.NewDecoder(mgr.GetScheme()),

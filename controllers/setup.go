@@ -22,7 +22,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // The manager's defaults (main.go's flags). The bench runs the provider with them unless told
@@ -69,7 +69,7 @@ type Options struct {
 	// HarvesterClusterIdentities live.
 	ProviderNamespace string
 	// KubeconfigPolicy decides which identity kubeconfigs the manager accepts.
-	KubeconfigPolicy harvester.KubeconfigPolicy
+	KubeconfigPolicy transport.KubeconfigPolicy
 	// SkipNameValidation lets tests run several managers in one process.
 	SkipNameValidation bool
 }
@@ -115,14 +115,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	requests, err := harvester.NewRequestMetrics(ctrlmetrics.Registry)
+	requests, err := transport.NewRequestMetrics(ctrlmetrics.Registry)
 	if err != nil {
 		return fmt.Errorf("registering the Harvester request metrics: %w", err)
 	}
 	if err := registerMetrics(mgr.GetClient()); err != nil {
 		return fmt.Errorf("registering the provider's metrics: %w", err)
 	}
-	factory := &harvester.ClientFactory{
+	factory := &transport.ClientFactory{
 		Metrics:   requests,
 		Scheme:    scheme,
 		QPS:       o.HarvesterQPS,

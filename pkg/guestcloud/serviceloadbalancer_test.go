@@ -183,7 +183,7 @@ func TestServiceLoadBalancerNameOfOurClusterIDs(t *testing.T) {
 		sum := crc32.ChecksumIEEE([]byte(want + string(uid)))
 		g.Expect(ServiceLoadBalancerName(cluster, "default", "web", uid)).To(Equal(fmt.Sprintf("%s%08x", want, sum)), cluster)
 	}
-	// The IDs above are of the form harvester.Guest.ID gives (TestGuestIDIsNamespaceDotName).
+	// The IDs above are of the form naming.Guest.ID gives (TestGuestIDIsNamespaceDotName).
 }
 
 func TestPrimaryServiceLabelValue(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // ServerVersionSetting is Harvester's setting that holds its version.
@@ -26,10 +28,10 @@ func CheckConnection(ctx context.Context, c client.Client, namespace string) (st
 	setting := &harvesterv1.Setting{}
 	if err := c.Get(ctx, client.ObjectKey{Name: ServerVersionSetting}, setting); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", &Error{Kind: KindInvalid, Reason: infrav1.HarvesterUnreachableReason, Err: err,
+			return "", &transport.Error{Kind: transport.KindInvalid, Reason: infrav1.HarvesterUnreachableReason, Err: err,
 				Message: "the identity's server has no server-version setting: is it a Harvester cluster?"}
 		}
-		return "", ClassifyError(err, "reading Harvester's version")
+		return "", transport.ClassifyError(err, "reading Harvester's version")
 	}
 	version := setting.Value
 	if version == "" {
@@ -38,10 +40,10 @@ func CheckConnection(ctx context.Context, c client.Client, namespace string) (st
 	ns := &corev1.Namespace{}
 	if err := c.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
 		if apierrors.IsNotFound(err) {
-			return version, &Error{Kind: KindAccess, Reason: infrav1.TargetNamespaceNotFoundReason, Err: err,
+			return version, &transport.Error{Kind: transport.KindAccess, Reason: infrav1.TargetNamespaceNotFoundReason, Err: err,
 				Message: fmt.Sprintf("target namespace %s does not exist on Harvester", namespace)}
 		}
-		return version, ClassifyError(err, "reading the target namespace")
+		return version, transport.ClassifyError(err, "reading the target namespace")
 	}
 	return version, nil
 }
@@ -63,14 +65,14 @@ func CheckTargetNamespaceAccess(ctx context.Context, c client.Client, namespace 
 		attrs.Namespace = namespace
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
 		if err := c.Create(ctx, review); err != nil {
-			return ClassifyError(err, "checking the identity's rights in the target namespace")
+			return transport.ClassifyError(err, "checking the identity's rights in the target namespace")
 		}
 		if !review.Status.Allowed {
 			resource := attrs.Resource
 			if attrs.Group != "" {
 				resource += "." + attrs.Group
 			}
-			return &Error{Kind: KindAccess, Reason: infrav1.ForbiddenReason, Message: fmt.Sprintf(
+			return &transport.Error{Kind: transport.KindAccess, Reason: infrav1.ForbiddenReason, Message: fmt.Sprintf(
 				"the identity may not %s %s in the target namespace %s: a Harvester admin applies config/harvester/target-namespace.yaml there (docs/harvester-identity.md)",
 				attrs.Verb, resource, namespace)}
 		}
@@ -95,16 +97,16 @@ func FailureDomains(nodes []corev1.Node) (domains []clusterv1.FailureDomain, byH
 		if _, witness := n.Labels[LabelWitness]; witness || !n.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if z := n.Labels[LabelZone]; z != "" {
+		if z := n.Labels[build.LabelZone]; z != "" {
 			if _, ok := zones[z]; !ok || zones[z] == "" {
-				zones[z] = n.Labels[LabelRegion]
+				zones[z] = n.Labels[build.LabelRegion]
 			}
 		}
 		hosts = append(hosts, n.Name)
 	}
 	if len(zones) > 0 {
 		for z, region := range zones {
-			attrs := map[string]string{FailureDomainTopologyKey: LabelZone}
+			attrs := map[string]string{build.FailureDomainTopologyKey: build.LabelZone}
 			if region != "" {
 				attrs["region"] = region
 			}
@@ -114,7 +116,7 @@ func FailureDomains(nodes []corev1.Node) (domains []clusterv1.FailureDomain, byH
 		byHost = true
 		for _, h := range hosts {
 			domains = append(domains, clusterv1.FailureDomain{Name: h, ControlPlane: ptr.To(false),
-				Attributes: map[string]string{FailureDomainTopologyKey: LabelHostname}})
+				Attributes: map[string]string{build.FailureDomainTopologyKey: build.LabelHostname}})
 		}
 	}
 	slices.SortFunc(domains, func(a, b clusterv1.FailureDomain) int { return cmp.Compare(a.Name, b.Name) })
@@ -125,13 +127,13 @@ func FailureDomains(nodes []corev1.Node) (domains []clusterv1.FailureDomain, byH
 // itself when the domains are hosts; "" when it is in none of them.
 func FailureDomainOf(node *corev1.Node, domains []clusterv1.FailureDomain) string {
 	for _, fd := range domains {
-		switch fd.Attributes[FailureDomainTopologyKey] {
-		case LabelHostname:
+		switch fd.Attributes[build.FailureDomainTopologyKey] {
+		case build.LabelHostname:
 			if fd.Name == node.Name {
 				return fd.Name
 			}
 		default:
-			if fd.Name == node.Labels[LabelZone] {
+			if fd.Name == node.Labels[build.LabelZone] {
 				return fd.Name
 			}
 		}

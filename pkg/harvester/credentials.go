@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // Harvester's ClusterRoles for guest clusters, and the provider's own for the CSI driver's
@@ -54,20 +56,6 @@ const (
 // only this cluster in their pool selection; the guest's own credential cannot change it.
 const AnnotationGuestCluster = "harvester.infrastructure.cluster.x-k8s.io/guest-cluster"
 
-// ServiceAccountName is the ServiceAccount of the guest cluster's cloud provider and CSI driver
-// on Harvester, unique per guest cluster (see LoadBalancerName).
-func (g Guest) ServiceAccountName() string {
-	return hashedLabelName("guest", g.Name, g.hashKey())
-}
-
-// CSIBindingName is the ClusterRoleBinding of a guest's CSI driver to CSIClusterRole:
-// cluster-scoped, so it names the target namespace and ServiceAccount (through a hash) and never
-// collides.
-func CSIBindingName(targetNamespace, serviceAccount string) string {
-	sum := sha256.Sum256([]byte(targetNamespace + "/" + serviceAccount))
-	return "capi-harvester-csi-reads-" + hex.EncodeToString(sum[:])[:16]
-}
-
 // LegacyCSIBindingName is the ClusterRoleBinding to Harvester's CSI role (every namespace) that
 // versions before the CSI role was bound per namespace made; Ensure and Delete remove it.
 func LegacyCSIBindingName(targetNamespace, serviceAccount string) string {
@@ -94,7 +82,7 @@ type GuestIdentityService struct {
 // CSIRoleBindingName is the RoleBinding, in the target namespace, of a guest's CSI driver to
 // Harvester's CSI role.
 func CSIRoleBindingName(serviceAccount string) string {
-	return boundedName(serviceAccount+"-csi", 63)
+	return naming.BoundedName(serviceAccount+"-csi", 63)
 }
 
 // Ensure creates the guest's ServiceAccount, its namespaced RoleBinding to the
@@ -110,11 +98,11 @@ func (s *GuestIdentityService) Ensure(ctx context.Context, g GuestIdentity) erro
 	if apierrors.IsAlreadyExists(err) {
 		err = ensureGuestClusterAnnotation(ctx, c, sa)
 	}
-	if e, ok := AsError(err); ok {
+	if e, ok := transport.AsError(err); ok {
 		return e
 	}
 	if err != nil {
-		return ClassifyError(err, "creating the guest's ServiceAccount")
+		return transport.ClassifyError(err, "creating the guest's ServiceAccount")
 	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: g.Namespace, Name: g.ServiceAccount}}
 	rb := &rbacv1.RoleBinding{
@@ -123,7 +111,7 @@ func (s *GuestIdentityService) Ensure(ctx context.Context, g GuestIdentity) erro
 		Subjects:   subject,
 	}
 	if err := c.Create(ctx, rb); err != nil && !apierrors.IsAlreadyExists(err) {
-		return ClassifyError(err, "binding the guest to "+CloudProviderRole)
+		return transport.ClassifyError(err, "binding the guest to "+CloudProviderRole)
 	}
 	csiRB := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: CSIRoleBindingName(g.ServiceAccount), Labels: g.Labels},
@@ -131,7 +119,7 @@ func (s *GuestIdentityService) Ensure(ctx context.Context, g GuestIdentity) erro
 		Subjects:   subject,
 	}
 	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: CSIBindingName(g.Namespace, g.ServiceAccount), Labels: g.Labels},
+		ObjectMeta: metav1.ObjectMeta{Name: naming.CSIBindingName(g.Namespace, g.ServiceAccount), Labels: g.Labels},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: CSIClusterRole},
 		Subjects:   subject,
 	}
@@ -139,19 +127,19 @@ func (s *GuestIdentityService) Ensure(ctx context.Context, g GuestIdentity) erro
 	if !g.CSI {
 		for _, obj := range []client.Object{crb, csiRB, legacy} {
 			if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-				return ClassifyError(err, "removing the guest's CSI binding")
+				return transport.ClassifyError(err, "removing the guest's CSI binding")
 			}
 		}
 		return nil
 	}
 	if err := c.Create(ctx, csiRB); err != nil && !apierrors.IsAlreadyExists(err) {
-		return ClassifyError(err, "binding the guest to "+CSIDriverRole+" in its namespace")
+		return transport.ClassifyError(err, "binding the guest to "+CSIDriverRole+" in its namespace")
 	}
 	if err := c.Create(ctx, crb); err != nil && !apierrors.IsAlreadyExists(err) {
-		return ClassifyError(err, "binding the guest to "+CSIClusterRole)
+		return transport.ClassifyError(err, "binding the guest to "+CSIClusterRole)
 	}
 	if err := c.Delete(ctx, legacy); client.IgnoreNotFound(err) != nil {
-		return ClassifyError(err, "removing the guest's cluster-wide binding to "+CSIDriverRole)
+		return transport.ClassifyError(err, "removing the guest's cluster-wide binding to "+CSIDriverRole)
 	}
 	return nil
 }
@@ -164,7 +152,7 @@ func ensureGuestClusterAnnotation(ctx context.Context, c client.Client, want *co
 		return err
 	}
 	if !guestOwns(sa, want.Annotations[AnnotationGuestCluster]) {
-		return nameTaken("a ServiceAccount named %s already exists in Harvester namespace %s and was not made for this cluster; it is left untouched", sa.Name, sa.Namespace)
+		return transport.NameTaken("a ServiceAccount named %s already exists in Harvester namespace %s and was not made for this cluster; it is left untouched", sa.Name, sa.Namespace)
 	}
 	if sa.Annotations[AnnotationGuestCluster] == want.Annotations[AnnotationGuestCluster] {
 		return nil
@@ -179,7 +167,7 @@ func ensureGuestClusterAnnotation(ctx context.Context, c client.Client, want *co
 
 // guestOwns tells whether obj carries the provider's labels for the guest cluster of that ID.
 func guestOwns(obj metav1.Object, cluster string) bool {
-	return obj.GetLabels()[LabelManagedBy] == ManagedByValue && obj.GetLabels()[LabelCluster] == cluster
+	return obj.GetLabels()[naming.LabelManagedBy] == naming.ManagedByValue && obj.GetLabels()[naming.LabelCluster] == cluster
 }
 
 // Delete removes the guest's bindings and ServiceAccount (which revokes every token issued
@@ -193,10 +181,10 @@ func (s *GuestIdentityService) Delete(ctx context.Context, g GuestIdentity) erro
 	case err == nil && !guestOwns(existing, g.Cluster):
 		return nil
 	case err != nil && !apierrors.IsNotFound(err):
-		return ClassifyError(err, "reading the guest's ServiceAccount")
+		return transport.ClassifyError(err, "reading the guest's ServiceAccount")
 	}
 	objs := []client.Object{
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: CSIBindingName(g.Namespace, g.ServiceAccount)}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: naming.CSIBindingName(g.Namespace, g.ServiceAccount)}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: LegacyCSIBindingName(g.Namespace, g.ServiceAccount)}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: CSIRoleBindingName(g.ServiceAccount)}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount}},
@@ -204,7 +192,7 @@ func (s *GuestIdentityService) Delete(ctx context.Context, g GuestIdentity) erro
 	}
 	for _, obj := range objs {
 		if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-			return ClassifyError(err, fmt.Sprintf("deleting the guest's %T %s", obj, obj.GetName()))
+			return transport.ClassifyError(err, fmt.Sprintf("deleting the guest's %T %s", obj, obj.GetName()))
 		}
 	}
 	return nil
@@ -218,7 +206,7 @@ func (s *GuestIdentityService) RequestToken(ctx context.Context, g GuestIdentity
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount}}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(lifetime / time.Second))}}
 	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
-		e, _ := AsError(ClassifyError(err, "requesting a token for the guest"))
+		e, _ := transport.AsError(transport.ClassifyError(err, "requesting a token for the guest"))
 		e.Reason = infrav1.TokenRequestFailedReason
 		return "", time.Time{}, e
 	}

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // A guest made by an earlier version has a ClusterRoleBinding to Harvester's CSI role (every
@@ -22,7 +24,7 @@ import (
 func TestEnsureReplacesTheClusterWideCSIBinding(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	guest := Guest{Namespace: "ns", Name: "prod"}
+	guest := naming.Guest{Namespace: "ns", Name: "prod"}
 	gi := GuestIdentity{Namespace: "guests", ServiceAccount: "guest-abc", Labels: guest.Labels(), Cluster: guest.ID(), CSI: true}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: gi.Namespace, Name: gi.ServiceAccount}}
 	legacy := &rbacv1.ClusterRoleBinding{
@@ -40,7 +42,7 @@ func TestEnsureReplacesTheClusterWideCSIBinding(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: gi.Namespace, Name: CSIRoleBindingName(gi.ServiceAccount)}, rb)).To(Succeed())
 	g.Expect(rb.RoleRef.Name).To(Equal(CSIDriverRole))
 	crb := &rbacv1.ClusterRoleBinding{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Name: CSIBindingName(gi.Namespace, gi.ServiceAccount)}, crb)).To(Succeed())
+	g.Expect(c.Get(ctx, client.ObjectKey{Name: naming.CSIBindingName(gi.Namespace, gi.ServiceAccount)}, crb)).To(Succeed())
 	g.Expect(crb.RoleRef.Name).To(Equal(CSIClusterRole))
 	g.Expect(s.Ensure(ctx, gi)).To(Succeed(), "idempotent")
 
@@ -58,7 +60,7 @@ func TestEnsureReplacesTheClusterWideCSIBinding(t *testing.T) {
 func TestGuestIdentityLeavesAnotherClustersServiceAccount(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ours, theirs := Guest{Namespace: "ns", Name: "prod", Mark: "0123456789"}, Guest{Namespace: "ns", Name: "prod", Mark: "9876543210"}
+	ours, theirs := naming.Guest{Namespace: "ns", Name: "prod", Mark: "0123456789"}, naming.Guest{Namespace: "ns", Name: "prod", Mark: "9876543210"}
 	gi := GuestIdentity{Namespace: "guests", ServiceAccount: "guest-prod", Labels: ours.Labels(), Cluster: ours.ID(), CSI: true}
 	other := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: gi.Namespace, Name: gi.ServiceAccount, Labels: theirs.Labels(),
 		Annotations: map[string]string{AnnotationGuestCluster: theirs.ID()}}}
@@ -68,7 +70,7 @@ func TestGuestIdentityLeavesAnotherClustersServiceAccount(t *testing.T) {
 	s := &GuestIdentityService{C: c}
 
 	err := s.Ensure(ctx, gi)
-	e, ok := AsError(err)
+	e, ok := transport.AsError(err)
 	g.Expect(ok).To(BeTrue(), "%v", err)
 	g.Expect(e.Reason).To(Equal(infrav1.NameTakenReason))
 	g.Expect(s.Delete(ctx, gi)).To(Succeed())

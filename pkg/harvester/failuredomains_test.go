@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 )
 
 func host(name string, labels map[string]string, cordoned bool) corev1.Node {
@@ -32,9 +34,9 @@ func TestFailureDomainsLeaveOutWitnessesAndKeepCordonedHosts(t *testing.T) {
 	g.Expect(FailureDomainOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "h2"}}, domains)).To(Equal("h2"))
 	g.Expect(FailureDomainOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w"}}, domains)).To(BeEmpty())
 
-	zoneA, zoneB := map[string]string{LabelZone: "a"}, map[string]string{LabelZone: "b"}
+	zoneA, zoneB := map[string]string{build.LabelZone: "a"}, map[string]string{build.LabelZone: "b"}
 	domains, byHost = FailureDomains([]corev1.Node{
-		host("h1", zoneA, false), host("h2", zoneB, true), host("w", map[string]string{LabelWitness: "true", LabelZone: "c"}, false),
+		host("h1", zoneA, false), host("h2", zoneB, true), host("w", map[string]string{LabelWitness: "true", build.LabelZone: "c"}, false),
 	})
 	g.Expect(byHost).To(BeFalse())
 	names = nil

@@ -7,13 +7,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // GuestVolumeService deletes, when a guest cluster goes, the volumes its CSI driver made on
 // Harvester: exactly those the HarvesterCluster recorded from the guest's PersistentVolumes
 // while it lived.
 type GuestVolumeService struct {
-	C *Client
+	C *transport.Client
 }
 
 // VolumeOutcome is what Delete did with one recorded volume: deleted it, or kept it and why;
@@ -34,7 +37,7 @@ func (s *GuestVolumeService) Delete(ctx context.Context, namespace string, names
 	// cacheSelection), and a volume may be attached to any VM, ours or not.
 	vms := &kubevirtv1.VirtualMachineList{}
 	if err := s.C.List(ctx, vms, client.InNamespace(namespace)); err != nil {
-		return nil, ClassifyError(err, "listing the VMs")
+		return nil, transport.ClassifyError(err, "listing the VMs")
 	}
 	inUse := map[string]string{}
 	for _, vm := range vms.Items {
@@ -55,12 +58,12 @@ func (s *GuestVolumeService) Delete(ctx context.Context, namespace string, names
 			continue
 		}
 		if err != nil {
-			return outcomes, ClassifyError(err, "reading a volume of the guest")
+			return outcomes, transport.ClassifyError(err, "reading a volume of the guest")
 		}
 		switch {
 		case !pvc.DeletionTimestamp.IsZero():
 			continue
-		case pvc.Labels[LabelManagedBy] == ManagedByValue:
+		case pvc.Labels[naming.LabelManagedBy] == naming.ManagedByValue:
 			outcomes = append(outcomes, VolumeOutcome{Name: name, Kept: "the guest's record names a machine's disk, which is not the guest's to delete"})
 			continue
 		case inUse[name] != "":
@@ -68,7 +71,7 @@ func (s *GuestVolumeService) Delete(ctx context.Context, namespace string, names
 			continue
 		}
 		if err := s.C.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID}); client.IgnoreNotFound(err) != nil {
-			return outcomes, ClassifyError(err, "deleting a volume of the guest")
+			return outcomes, transport.ClassifyError(err, "deleting a volume of the guest")
 		}
 		outcomes = append(outcomes, VolumeOutcome{Name: name, Deleted: true})
 	}

@@ -2,10 +2,7 @@ package harvester
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -17,6 +14,8 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 const (
@@ -31,32 +30,13 @@ const (
 // ControlPlaneKindRKE2 is the kind of Cluster API's RKE2 control plane.
 const ControlPlaneKindRKE2 = "RKE2ControlPlane"
 
-var notDNSLabel = regexp.MustCompile(`[^a-z0-9-]+`)
-
-// LoadBalancerName is the guest cluster's control-plane load balancer: a DNS label (Harvester
-// makes a Service of the same name) that starts with a letter and ends with a hash of the
-// cluster's namespace, name and owner mark, so that clusters of the same name in different
-// namespaces or management clusters never collide.
-func (g Guest) LoadBalancerName() string { return hashedLabelName("cp", g.Name, g.hashKey()) }
-
-// hashedLabelName is `<prefix>-<name, made a DNS label, at most 40 characters>-<10 hex of
-// sha256(key)>`: readable, at most 57 characters, and unique per key.
-func hashedLabelName(prefix, name, key string) string {
-	sum := sha256.Sum256([]byte(key))
-	base := strings.Trim(notDNSLabel.ReplaceAllString(strings.ToLower(name), "-"), "-")
-	if len(base) > 40 {
-		base = strings.TrimRight(base[:40], "-")
-	}
-	return fmt.Sprintf("%s-%s-%s", prefix, base, hex.EncodeToString(sum[:])[:10])
-}
-
 // BuildControlPlaneLoadBalancer returns the Harvester load balancer in front of a cluster's
 // control-plane VMs: listener 6443, TCP health check, backends selected by the labels the
 // control-plane VMIs carry.
 //
 // controlPlaneKind is the kind of the Cluster's control plane: an RKE2 control plane gets a
 // listener on RKE2SupervisorPort too.
-func BuildControlPlaneLoadBalancer(hc *infrav1.HarvesterCluster, g Guest, controlPlaneKind string) *lbv1.LoadBalancer {
+func BuildControlPlaneLoadBalancer(hc *infrav1.HarvesterCluster, g naming.Guest, controlPlaneKind string) *lbv1.LoadBalancer {
 	id := g.ID()
 	lb := &lbv1.LoadBalancer{
 		ObjectMeta: metav1.ObjectMeta{
@@ -74,8 +54,8 @@ func BuildControlPlaneLoadBalancer(hc *infrav1.HarvesterCluster, g Guest, contro
 				Name: "apiserver", Port: APIServerPort, Protocol: corev1.ProtocolTCP, BackendPort: APIServerPort,
 			}},
 			BackendServerSelector: map[string][]string{
-				LabelCluster: {id},
-				LabelRole:    {RoleControlPlane},
+				naming.LabelCluster: {id},
+				naming.LabelRole:    {naming.RoleControlPlane},
 			},
 			HealthCheck: &lbv1.HealthCheck{Port: APIServerPort, SuccessThreshold: 1, FailureThreshold: 3, PeriodSeconds: 5, TimeoutSeconds: 3},
 		},
@@ -111,7 +91,7 @@ const DHCPPatience = 2 * time.Minute
 // made for its Services. It reads them from the connection's cache, whose events of them bring
 // the cluster back.
 type LoadBalancerService struct {
-	C *Client
+	C *transport.Client
 }
 
 // LoadBalancerState is how far the control-plane load balancer is: Ready with its Address, or
@@ -144,7 +124,7 @@ func RecordedLoadBalancer(hc *infrav1.HarvesterCluster) string {
 // which Harvester's pool gives its former address back while that address is free; if it gets
 // another, the state says the endpoint no longer matches. A load balancer of that name that is
 // not the guest cluster's is an Error NameTaken and is left untouched.
-func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, g Guest, controlPlaneKind string, now time.Time) (LoadBalancerState, error) {
+func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, g naming.Guest, controlPlaneKind string, now time.Time) (LoadBalancerState, error) {
 	want := BuildControlPlaneLoadBalancer(hc, g, controlPlaneKind)
 	endpoint := hc.Spec.ControlPlaneEndpoint.Host
 	recorded := RecordedLoadBalancer(hc) != ""
@@ -156,7 +136,7 @@ func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav
 				Message: "the control-plane endpoint is set in the spec; no load balancer is made"}, nil
 		}
 		if err := s.C.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return LoadBalancerState{}, ClassifyError(err, "creating the control-plane load balancer")
+			return LoadBalancerState{}, transport.ClassifyError(err, "creating the control-plane load balancer")
 		}
 		st := LoadBalancerState{Name: want.Name, Created: true, CreatedAt: now,
 			Reason: infrav1.WaitingForAddressReason, Message: "waiting for Harvester to allocate an address"}
@@ -168,10 +148,10 @@ func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav
 		return st, nil
 	}
 	if err != nil {
-		return LoadBalancerState{}, ClassifyError(err, "reading the control-plane load balancer")
+		return LoadBalancerState{}, transport.ClassifyError(err, "reading the control-plane load balancer")
 	}
 	if !g.Owns(lb) {
-		return LoadBalancerState{}, nameTaken("a load balancer named %s already exists in Harvester namespace %s and was not made for this cluster; it is left untouched", lb.Name, lb.Namespace)
+		return LoadBalancerState{}, transport.NameTaken("a load balancer named %s already exists in Harvester namespace %s and was not made for this cluster; it is left untouched", lb.Name, lb.Namespace)
 	}
 	st := LoadBalancerState{Name: lb.Name, CreatedAt: lb.CreationTimestamp.Time, Address: LoadBalancerAddress(lb)}
 	switch {
@@ -220,7 +200,7 @@ func isPoolExhausted(msg string) bool { return strings.HasPrefix(msg, "no IP add
 
 // DeleteControlPlane deletes the cluster's control-plane load balancer (not another's of the
 // same name). gone tells whether none is left; deleted, whether this call asked for it.
-func (s *LoadBalancerService) DeleteControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, g Guest) (gone, deleted bool, err error) {
+func (s *LoadBalancerService) DeleteControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, g naming.Guest) (gone, deleted bool, err error) {
 	lb := &lbv1.LoadBalancer{}
 	name := g.LoadBalancerName()
 	// Live: the cache would still show it a moment after its deletion was seen.
@@ -229,14 +209,14 @@ func (s *LoadBalancerService) DeleteControlPlane(ctx context.Context, hc *infrav
 	case apierrors.IsNotFound(err):
 		return true, false, nil
 	case err != nil:
-		return false, false, ClassifyError(err, "reading the control-plane load balancer")
+		return false, false, transport.ClassifyError(err, "reading the control-plane load balancer")
 	case !g.Owns(lb):
 		return true, false, nil
 	case !lb.DeletionTimestamp.IsZero():
 		return false, false, nil
 	}
 	if err := s.C.Delete(ctx, lb); client.IgnoreNotFound(err) != nil {
-		return false, false, ClassifyError(err, "deleting the control-plane load balancer")
+		return false, false, transport.ClassifyError(err, "deleting the control-plane load balancer")
 	}
 	return false, true, nil
 }
@@ -245,12 +225,12 @@ func (s *LoadBalancerService) DeleteControlPlane(ctx context.Context, hc *infrav
 // Services (labelled with the guest's cluster ID, from the CCM's --cluster-name), which would
 // otherwise hold their addresses after the guest is gone. left is how many are still there;
 // deleted, those this call asked Harvester to delete.
-func (s *LoadBalancerService) DeleteGuest(ctx context.Context, hc *infrav1.HarvesterCluster, g Guest) (left int, deleted []*lbv1.LoadBalancer, err error) {
+func (s *LoadBalancerService) DeleteGuest(ctx context.Context, hc *infrav1.HarvesterCluster, g naming.Guest) (left int, deleted []*lbv1.LoadBalancer, err error) {
 	lbs := &lbv1.LoadBalancerList{}
 	if err := s.C.Cache.List(ctx, lbs, client.InNamespace(hc.Spec.TargetNamespace), client.MatchingLabels{
 		guestcloud.LabelLBCluster: guestcloud.LabelValue(g.ID()),
 	}); err != nil {
-		return 0, nil, ClassifyError(err, "listing the guest's load balancers")
+		return 0, nil, transport.ClassifyError(err, "listing the guest's load balancers")
 	}
 	for i := range lbs.Items {
 		lb := &lbs.Items[i]
@@ -258,7 +238,7 @@ func (s *LoadBalancerService) DeleteGuest(ctx context.Context, hc *infrav1.Harve
 			continue
 		}
 		if err := s.C.Delete(ctx, lb); client.IgnoreNotFound(err) != nil {
-			return len(lbs.Items), deleted, ClassifyError(err, "deleting a load balancer of the guest")
+			return len(lbs.Items), deleted, transport.ClassifyError(err, "deleting a load balancer of the guest")
 		}
 		deleted = append(deleted, lb)
 	}

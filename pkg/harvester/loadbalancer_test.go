@@ -16,6 +16,8 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // readerCache serves a fake client's reads as the connection's cache (no informers).
@@ -32,7 +34,7 @@ func TestControlPlaneLoadBalancerOwnershipIsRecorded(t *testing.T) {
 	g := NewWithT(t)
 	scheme, err := guestcloud.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())
-	guest := Guest{Namespace: "ns", Name: "prod", Mark: "0123456789"}
+	guest := naming.Guest{Namespace: "ns", Name: "prod", Mark: "0123456789"}
 	cluster := func(annotations map[string]string) *infrav1.HarvesterCluster {
 		return &infrav1.HarvesterCluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod", Annotations: annotations},
@@ -41,7 +43,7 @@ func TestControlPlaneLoadBalancerOwnershipIsRecorded(t *testing.T) {
 		}
 	}
 	ensure := func(c client.Client, hc *infrav1.HarvesterCluster) LoadBalancerState {
-		svc := &LoadBalancerService{C: &Client{Client: c, Cache: readerCache{Client: c}}}
+		svc := &LoadBalancerService{C: &transport.Client{Client: c, Cache: readerCache{Client: c}}}
 		st, err := svc.EnsureControlPlane(context.Background(), hc, guest, "KubeadmControlPlane", time.Now())
 		g.Expect(err).NotTo(HaveOccurred())
 		return st
@@ -97,7 +99,7 @@ func TestControlPlaneLoadBalancerReadsHarvesterControllersMessages(t *testing.T)
 	g := NewWithT(t)
 	scheme, err := guestcloud.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())
-	guest := Guest{Namespace: "ns", Name: "prod", Mark: "0123456789"}
+	guest := naming.Guest{Namespace: "ns", Name: "prod", Mark: "0123456789"}
 	now := time.Now()
 	for _, tc := range []struct {
 		message     string
@@ -125,11 +127,34 @@ func TestControlPlaneLoadBalancerReadsHarvesterControllersMessages(t *testing.T)
 		lb.CreationTimestamp = metav1.NewTime(now.Add(-tc.age))
 		lb.Status.Conditions = []lbv1.Condition{{Type: lbv1.LoadBalancerReady, Status: "False", Message: tc.message}}
 		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(lb).Build()
-		svc := &LoadBalancerService{C: &Client{Client: c, Cache: readerCache{Client: c}}}
+		svc := &LoadBalancerService{C: &transport.Client{Client: c, Cache: readerCache{Client: c}}}
 		st, err := svc.EnsureControlPlane(context.Background(), hc, guest, "KubeadmControlPlane", now)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.Ready).To(BeFalse(), tc.message)
 		g.Expect(st.Reason).To(Equal(tc.wantReason), tc.message)
 		g.Expect(st.Message).To(ContainSubstring(tc.wantMessage), tc.message)
 	}
+}
+
+// Cluster API's RKE2 provider registers joining nodes at https://<control-plane endpoint>:9345,
+// and Harvester's load balancer forwards only its listeners' ports: an RKE2 cluster's control-plane
+// load balancer listens there too, and only an RKE2 cluster's does.
+func TestControlPlaneLoadBalancerServesRKE2Registration(t *testing.T) {
+	g := NewWithT(t)
+	hc := &infrav1.HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default"},
+		Spec: infrav1.HarvesterClusterSpec{TargetNamespace: "guests"}}
+	guest := naming.Guest{Namespace: "default", Name: "prod", Mark: "0123456789"}
+	ports := func(kind string) []int32 {
+		var out []int32
+		for _, l := range BuildControlPlaneLoadBalancer(hc, guest, kind).Spec.Listeners {
+			out = append(out, l.Port)
+		}
+		return out
+	}
+	g.Expect(ports(ControlPlaneKindRKE2)).To(ConsistOf(int32(APIServerPort), int32(RKE2SupervisorPort)))
+	for _, kind := range []string{"KubeadmControlPlane", "KThreesControlPlane", ""} {
+		g.Expect(ports(kind)).To(ConsistOf(int32(APIServerPort)), kind)
+	}
+	lb := BuildControlPlaneLoadBalancer(hc, guest, ControlPlaneKindRKE2)
+	g.Expect(lb.Spec.HealthCheck.Port).To(Equal(uint(APIServerPort)), "the health check stays on the API server")
 }

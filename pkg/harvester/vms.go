@@ -1,5 +1,8 @@
 package harvester
 
+// Long file: the VM service (get, create with its cloud-init Secret, observe, adopt, delete)
+// and the resolution of the images, key pairs and networks a machine names.
+
 import (
 	"bytes"
 	"context"
@@ -18,19 +21,19 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
-
-// CloudInitSecretName is the Secret on Harvester that holds a machine's cloud-init data.
-func CloudInitSecretName(machine string) string { return boundedName(machine+"-cloudinit", 253) }
 
 // VMService does the Harvester side of a HarvesterMachine: its VM (ensure, observe, delete), the
 // VM's cloud-init Secret and its volumes. Its errors are Errors, or plain errors of the
 // management side.
 type VMService struct {
-	C *Client
+	C *transport.Client
 	// Guest is the machines' guest cluster: a VM, Secret or volume of a machine's name that
 	// is not labelled as this cluster's is another's.
-	Guest Guest
+	Guest naming.Guest
 	// SharedNamespaces, when not nil, are the only Harvester namespaces besides the machine's
 	// own whose images, key pairs and networks a machine may name (a HarvesterClusterIdentity's
 	// sharedNamespaces): the identity's reads reach further than the tenant should.
@@ -43,14 +46,14 @@ func (s *VMService) allowed(ns, own string) bool {
 }
 
 func (s *VMService) notShared(what, ns, name string) error {
-	return referenceError(infrav1.ReferenceNotAllowedReason,
+	return transport.ReferenceError(infrav1.ReferenceNotAllowedReason,
 		"%s %s/%s is in a Harvester namespace the cluster's HarvesterClusterIdentity does not share (its sharedNamespaces)", what, ns, name)
 }
 
 // VMRequest is what a machine's VM is made of: the VM's input (references are resolved here)
 // and its cloud-init.
 type VMRequest struct {
-	VMInput
+	build.VMInput
 	Bootstrap       []byte
 	BootstrapFormat string // CAPI's `format` key of the bootstrap data, if any
 	NetworkData     []byte
@@ -63,7 +66,7 @@ type VMRequest struct {
 // machine's.
 func (s *VMService) Get(ctx context.Context, namespace string, m *infrav1.HarvesterMachine) (*kubevirtv1.VirtualMachine, error) {
 	vm := &kubevirtv1.VirtualMachine{}
-	key := client.ObjectKey{Namespace: namespace, Name: VMName(m.Name)}
+	key := client.ObjectKey{Namespace: namespace, Name: naming.VMName(m.Name)}
 	err := s.C.Cache.Get(ctx, key, vm)
 	if apierrors.IsNotFound(err) {
 		err = s.C.Get(ctx, key, vm)
@@ -72,10 +75,10 @@ func (s *VMService) Get(ctx context.Context, namespace string, m *infrav1.Harves
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, ClassifyError(err, "reading VM "+key.String())
+		return nil, transport.ClassifyError(err, "reading VM "+key.String())
 	}
-	if !OwnedBy(vm.Labels, s.Guest, m) {
-		return nil, nameTaken("a VM named %s already exists in Harvester namespace %s and was not made for this machine; it is left untouched", vm.Name, vm.Namespace)
+	if !build.OwnedBy(vm.Labels, s.Guest, m) {
+		return nil, transport.NameTaken("a VM named %s already exists in Harvester namespace %s and was not made for this machine; it is left untouched", vm.Name, vm.Namespace)
 	}
 	return vm, nil
 }
@@ -90,24 +93,24 @@ func (s *VMService) Create(ctx context.Context, req *VMRequest) (vm *kubevirtv1.
 		return nil, false, err
 	}
 	in.Images, in.KeyPairs = resolved.Images, resolved.KeyPairs
-	userData, _, err := BuildUserData(UserDataInput{
+	userData, _, err := build.BuildUserData(build.UserDataInput{
 		Bootstrap: req.Bootstrap, BootstrapFormat: req.BootstrapFormat, SSHPublicKeys: resolved.SSHPublicKeys,
 		GuestAgent: in.Machine.Spec.GuestAgent, Extra: in.Machine.Spec.UserData,
 	})
-	if errors.Is(err, ErrUserDataConflict) {
-		return nil, false, &Error{Kind: KindInvalid, Reason: infrav1.UserDataConflictReason, Message: err.Error(), Err: err}
+	if errors.Is(err, build.ErrUserDataConflict) {
+		return nil, false, &transport.Error{Kind: transport.KindInvalid, Reason: infrav1.UserDataConflictReason, Message: err.Error(), Err: err}
 	}
 	if err != nil {
-		return nil, false, &Error{Kind: KindInvalid, Reason: infrav1.UnsupportedBootstrapFormatReason, Message: err.Error(), Err: err}
+		return nil, false, &transport.Error{Kind: transport.KindInvalid, Reason: infrav1.UnsupportedBootstrapFormatReason, Message: err.Error(), Err: err}
 	}
-	in.UserDataSecret = CloudInitSecretName(in.Machine.Name)
+	in.UserDataSecret = naming.CloudInitSecretName(in.Machine.Name)
 	if len(req.NetworkData) > 0 {
 		in.NetworkDataSecret = in.UserDataSecret
 	}
 	if err := s.ensureCloudInit(ctx, &in, userData, req.NetworkData); err != nil {
 		return nil, false, err
 	}
-	vm, err = BuildVM(&in)
+	vm, err = build.BuildVM(&in)
 	if err != nil {
 		return nil, false, err
 	}
@@ -115,7 +118,7 @@ func (s *VMService) Create(ctx context.Context, req *VMRequest) (vm *kubevirtv1.
 		if apierrors.IsAlreadyExists(err) {
 			return nil, false, nil
 		}
-		return nil, false, ClassifyError(err, fmt.Sprintf("creating VM %s/%s", vm.Namespace, vm.Name))
+		return nil, false, transport.ClassifyError(err, fmt.Sprintf("creating VM %s/%s", vm.Namespace, vm.Name))
 	}
 	return vm, true, nil
 }
@@ -137,7 +140,7 @@ func (s *VMService) Observe(ctx context.Context, vm *kubevirtv1.VirtualMachine, 
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	if err := s.C.Cache.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return VMState{}, ClassifyError(err, "reading the VM's instance")
+			return VMState{}, transport.ClassifyError(err, "reading the VM's instance")
 		}
 		st := VMState{Reason: infrav1.VMStartingReason, Message: "waiting for the VM to start"}
 		switch vm.Status.PrintableStatus {
@@ -158,7 +161,7 @@ func (s *VMService) Observe(ctx context.Context, vm *kubevirtv1.VirtualMachine, 
 		st.Reason, st.Message = vmiWaitReason(vmi)
 		return st, nil
 	}
-	st.Addresses = guestcloud.MachineAddresses(vmi, NetworkNames(&m.Spec), VMName(m.Name))
+	st.Addresses = guestcloud.MachineAddresses(vmi, build.NetworkNames(&m.Spec), naming.VMName(m.Name))
 	// A management NIC with claimed static addresses has its address: no need to wait for the
 	// guest agent, which an air-gapped guest may not have.
 	if !guestcloud.HasInternalIP(st.Addresses) && !hasClaimedManagementAddress(m) {
@@ -173,7 +176,7 @@ func (s *VMService) Observe(ctx context.Context, vm *kubevirtv1.VirtualMachine, 
 // hasClaimedManagementAddress tells whether the machine's management NIC has an address claimed
 // from an IP pool.
 func hasClaimedManagementAddress(m *infrav1.HarvesterMachine) bool {
-	mgmt := ManagementNetworkName(&m.Spec)
+	mgmt := build.ManagementNetworkName(&m.Spec)
 	return mgmt != "" && slices.ContainsFunc(m.Status.IPAddresses, func(a infrav1.ClaimedIPAddress) bool { return a.Interface == mgmt })
 }
 
@@ -194,7 +197,7 @@ func vmiWaitReason(vmi *kubevirtv1.VirtualMachineInstance) (string, string) {
 // deleted, whether this call asked Harvester to delete the VM.
 func (s *VMService) Delete(ctx context.Context, namespace string, m *infrav1.HarvesterMachine) (gone, deleted bool, err error) {
 	vm, err := s.Get(ctx, namespace, m)
-	if e, ok := AsError(err); ok && e.Reason == infrav1.NameTakenReason {
+	if e, ok := transport.AsError(err); ok && e.Reason == infrav1.NameTakenReason {
 		vm, err = nil, nil // another's VM: left alone, and the machine's own things cleaned up
 	}
 	if err != nil {
@@ -203,7 +206,7 @@ func (s *VMService) Delete(ctx context.Context, namespace string, m *infrav1.Har
 	if vm != nil {
 		if vm.DeletionTimestamp.IsZero() {
 			if err := s.C.Delete(ctx, vm); client.IgnoreNotFound(err) != nil {
-				return false, false, ClassifyError(err, fmt.Sprintf("deleting VM %s/%s", namespace, vm.Name))
+				return false, false, transport.ClassifyError(err, fmt.Sprintf("deleting VM %s/%s", namespace, vm.Name))
 			}
 			deleted = true
 		}
@@ -215,7 +218,7 @@ func (s *VMService) Delete(ctx context.Context, namespace string, m *infrav1.Har
 
 // Resolved is what a machine's references resolve to.
 type Resolved struct {
-	Images        map[string]Image
+	Images        map[string]build.Image
 	KeyPairs      []string // namespace/name
 	SSHPublicKeys []string
 }
@@ -223,44 +226,44 @@ type Resolved struct {
 // resolveReferences checks the images (present, imported), keypairs and networks a machine
 // names, live (a cache would hide a fix), and returns what the VM needs of them.
 func (s *VMService) resolveReferences(ctx context.Context, spec *infrav1.HarvesterMachineSpec, namespace string) (*Resolved, error) {
-	r := &Resolved{Images: map[string]Image{}}
+	r := &Resolved{Images: map[string]build.Image{}}
 	for _, d := range spec.Disks {
 		if d.Image == "" || r.Images[d.Image].Name != "" {
 			continue
 		}
-		ns, name := ResolveRef(d.Image, namespace)
+		ns, name := build.ResolveRef(d.Image, namespace)
 		if !s.allowed(ns, namespace) {
 			return nil, s.notShared("image", ns, name)
 		}
 		img := &harvesterv1.VirtualMachineImage{}
 		if err := s.C.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, img); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, referenceError(infrav1.ImageNotFoundReason, "image %s/%s does not exist on Harvester", ns, name)
+				return nil, transport.ReferenceError(infrav1.ImageNotFoundReason, "image %s/%s does not exist on Harvester", ns, name)
 			}
-			return nil, ClassifyError(err, fmt.Sprintf("reading image %s/%s", ns, name))
+			return nil, transport.ClassifyError(err, fmt.Sprintf("reading image %s/%s", ns, name))
 		}
 		if !imageImported(img) || img.Status.StorageClassName == "" {
-			return nil, referenceError(infrav1.ImageNotImportedReason, "image %s/%s is not imported yet (%d%%)", ns, name, img.Status.Progress)
+			return nil, transport.ReferenceError(infrav1.ImageNotImportedReason, "image %s/%s is not imported yet (%d%%)", ns, name, img.Status.Progress)
 		}
-		r.Images[d.Image] = Image{Namespace: ns, Name: name, StorageClassName: img.Status.StorageClassName}
+		r.Images[d.Image] = build.Image{Namespace: ns, Name: name, StorageClassName: img.Status.StorageClassName}
 	}
 	for _, ref := range spec.SSHKeyPairs {
-		ns, name := ResolveRef(ref, namespace)
+		ns, name := build.ResolveRef(ref, namespace)
 		if !s.allowed(ns, namespace) {
 			return nil, s.notShared("keypair", ns, name)
 		}
 		kp := &harvesterv1.KeyPair{}
 		if err := s.C.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, kp); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, referenceError(infrav1.KeyPairNotFoundReason, "keypair %s/%s does not exist on Harvester", ns, name)
+				return nil, transport.ReferenceError(infrav1.KeyPairNotFoundReason, "keypair %s/%s does not exist on Harvester", ns, name)
 			}
-			return nil, ClassifyError(err, fmt.Sprintf("reading keypair %s/%s", ns, name))
+			return nil, transport.ClassifyError(err, fmt.Sprintf("reading keypair %s/%s", ns, name))
 		}
 		r.KeyPairs = append(r.KeyPairs, ns+"/"+name)
 		r.SSHPublicKeys = append(r.SSHPublicKeys, strings.TrimSpace(kp.Spec.PublicKey))
 	}
 	for _, n := range spec.Networks {
-		ns, name := ResolveRef(n.NetworkName, namespace)
+		ns, name := build.ResolveRef(n.NetworkName, namespace)
 		if !s.allowed(ns, namespace) {
 			return nil, s.notShared("VM network", ns, name)
 		}
@@ -269,9 +272,9 @@ func (s *VMService) resolveReferences(ctx context.Context, spec *infrav1.Harvest
 		nad.SetKind("NetworkAttachmentDefinition")
 		if err := s.C.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, nad); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, referenceError(infrav1.NetworkNotFoundReason, "VM network %s/%s does not exist on Harvester", ns, name)
+				return nil, transport.ReferenceError(infrav1.NetworkNotFoundReason, "VM network %s/%s does not exist on Harvester", ns, name)
 			}
-			return nil, ClassifyError(err, fmt.Sprintf("reading VM network %s/%s", ns, name))
+			return nil, transport.ClassifyError(err, fmt.Sprintf("reading VM network %s/%s", ns, name))
 		}
 	}
 	return r, nil
@@ -288,8 +291,8 @@ func imageImported(img *harvesterv1.VirtualMachineImage) bool {
 
 // ensureCloudInit writes the machine's cloud-init Secret (keys `userdata` and, when set,
 // `networkdata`). An existing Secret of another owner is never overwritten.
-func (s *VMService) ensureCloudInit(ctx context.Context, in *VMInput, userData, networkData []byte) error {
-	name := CloudInitSecretName(in.Machine.Name)
+func (s *VMService) ensureCloudInit(ctx context.Context, in *build.VMInput, userData, networkData []byte) error {
+	name := naming.CloudInitSecretName(in.Machine.Name)
 	data := map[string][]byte{"userdata": userData}
 	if len(networkData) > 0 {
 		data["networkdata"] = networkData
@@ -299,26 +302,26 @@ func (s *VMService) ensureCloudInit(ctx context.Context, in *VMInput, userData, 
 	switch {
 	case apierrors.IsNotFound(err):
 		secret := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: name, Labels: MachineLabels(in)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: name, Labels: build.MachineLabels(in)},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       data,
 		}
 		if err := s.C.Create(ctx, secret); err != nil {
-			return ClassifyError(err, fmt.Sprintf("creating cloud-init Secret %s/%s", in.Namespace, name))
+			return transport.ClassifyError(err, fmt.Sprintf("creating cloud-init Secret %s/%s", in.Namespace, name))
 		}
 		return nil
 	case err != nil:
-		return ClassifyError(err, fmt.Sprintf("reading cloud-init Secret %s/%s", in.Namespace, name))
+		return transport.ClassifyError(err, fmt.Sprintf("reading cloud-init Secret %s/%s", in.Namespace, name))
 	}
-	if !OwnedBy(existing.Labels, s.Guest, in.Machine) {
-		return nameTaken("Secret %s/%s exists on Harvester and was not made for this machine", in.Namespace, name)
+	if !build.OwnedBy(existing.Labels, s.Guest, in.Machine) {
+		return transport.NameTaken("Secret %s/%s exists on Harvester and was not made for this machine", in.Namespace, name)
 	}
 	if equalData(existing.Data, data) {
 		return nil
 	}
 	existing.Data = data
 	if err := s.C.Update(ctx, existing); err != nil {
-		return ClassifyError(err, fmt.Sprintf("updating cloud-init Secret %s/%s", in.Namespace, name))
+		return transport.ClassifyError(err, fmt.Sprintf("updating cloud-init Secret %s/%s", in.Namespace, name))
 	}
 	return nil
 }
@@ -344,7 +347,7 @@ func (s *VMService) AdoptCloudInit(ctx context.Context, vm *kubevirtv1.VirtualMa
 	}
 	secret := &corev1.Secret{}
 	if err := s.C.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: name}, secret); err != nil {
-		return ClassifyError(client.IgnoreNotFound(err), "reading the VM's cloud-init Secret")
+		return transport.ClassifyError(client.IgnoreNotFound(err), "reading the VM's cloud-init Secret")
 	}
 	if slices.ContainsFunc(secret.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == vm.UID }) {
 		return nil
@@ -352,7 +355,7 @@ func (s *VMService) AdoptCloudInit(ctx context.Context, vm *kubevirtv1.VirtualMa
 	secret.OwnerReferences = append(secret.OwnerReferences, metav1.OwnerReference{
 		APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID,
 	})
-	return ClassifyError(s.C.Update(ctx, secret), "making the VM the owner of its cloud-init Secret")
+	return transport.ClassifyError(s.C.Update(ctx, secret), "making the VM the owner of its cloud-init Secret")
 }
 
 // cloudInitSecretOf is the user-data Secret a VM's cloud-init disk reads. It is read from the VM
@@ -373,29 +376,29 @@ func cloudInitSecretOf(vm *kubevirtv1.VirtualMachine) string {
 // labelled as the machine's (Harvester deletes the listed ones with the VM; this catches
 // volumes of a VM that was deleted without the list). It reports whether all is gone.
 func (s *VMService) cleanup(ctx context.Context, m *infrav1.HarvesterMachine, namespace string) (bool, error) {
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: CloudInitSecretName(m.Name)}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.CloudInitSecretName(m.Name)}}
 	existing := &corev1.Secret{}
 	if err := s.C.Get(ctx, client.ObjectKeyFromObject(secret), existing); err == nil {
-		if OwnedBy(existing.Labels, s.Guest, m) {
+		if build.OwnedBy(existing.Labels, s.Guest, m) {
 			if err := s.C.Delete(ctx, existing); client.IgnoreNotFound(err) != nil {
-				return false, ClassifyError(err, fmt.Sprintf("deleting cloud-init Secret %s/%s", namespace, secret.Name))
+				return false, transport.ClassifyError(err, fmt.Sprintf("deleting cloud-init Secret %s/%s", namespace, secret.Name))
 			}
 		}
 	} else if !apierrors.IsNotFound(err) {
-		return false, ClassifyError(err, "reading the machine's cloud-init Secret")
+		return false, transport.ClassifyError(err, "reading the machine's cloud-init Secret")
 	}
 	pvcs := &corev1.PersistentVolumeClaimList{}
 	// From the cache: the machine's VM is gone, so no volume of it appears any more, and each
 	// deletion's event brings the machine back here.
 	if err := s.C.Cache.List(ctx, pvcs, client.InNamespace(namespace), client.MatchingLabels{
-		LabelManagedBy: ManagedByValue, LabelCluster: s.Guest.ID(), LabelMachine: MachineLabelValue(m.Name), LabelMachineNamespace: m.Namespace,
+		naming.LabelManagedBy: naming.ManagedByValue, naming.LabelCluster: s.Guest.ID(), naming.LabelMachine: naming.MachineLabelValue(m.Name), naming.LabelMachineNamespace: m.Namespace,
 	}); err != nil {
-		return false, ClassifyError(err, "listing the machine's volumes")
+		return false, transport.ClassifyError(err, "listing the machine's volumes")
 	}
 	for i := range pvcs.Items {
 		if pvcs.Items[i].DeletionTimestamp == nil {
 			if err := s.C.Delete(ctx, &pvcs.Items[i]); client.IgnoreNotFound(err) != nil {
-				return false, ClassifyError(err, fmt.Sprintf("deleting volume %s/%s", namespace, pvcs.Items[i].Name))
+				return false, transport.ClassifyError(err, fmt.Sprintf("deleting volume %s/%s", namespace, pvcs.Items[i].Name))
 			}
 		}
 	}

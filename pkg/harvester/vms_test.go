@@ -2,13 +2,19 @@ package harvester
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // With a HarvesterClusterIdentity, a machine names images, key pairs and networks of its target
@@ -18,10 +24,10 @@ func TestReferencesStayInSharedNamespaces(t *testing.T) {
 	g := NewWithT(t)
 	scheme, err := guestcloud.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())
-	c := &Client{Client: fake.NewClientBuilder().WithScheme(scheme).Build()}
+	c := &transport.Client{Client: fake.NewClientBuilder().WithScheme(scheme).Build()}
 	reason := func(svc *VMService, spec infrav1.HarvesterMachineSpec) string {
 		_, err := svc.resolveReferences(context.Background(), &spec, "tenant-a")
-		e, ok := AsError(err)
+		e, ok := transport.AsError(err)
 		g.Expect(ok).To(BeTrue(), "%v", err)
 		return e.Reason
 	}
@@ -38,4 +44,18 @@ func TestReferencesStayInSharedNamespaces(t *testing.T) {
 	// The target namespace and a shared one are read (and here found missing).
 	g.Expect(reason(shared, infrav1.HarvesterMachineSpec{Disks: []infrav1.Disk{{Image: "public/ubuntu"}}})).To(Equal(infrav1.ImageNotFoundReason))
 	g.Expect(reason(shared, infrav1.HarvesterMachineSpec{Disks: []infrav1.Disk{{Image: "ubuntu"}}})).To(Equal(infrav1.ImageNotFoundReason))
+}
+
+// A machine's cloud-init Secret is read from its VM, not derived from the machine's name, which
+// a long name would not give back.
+func TestCloudInitSecretIsReadFromTheVM(t *testing.T) {
+	g := NewWithT(t)
+	m := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: strings.Repeat("cluster-with-a-long-name-", 4) + "md-0-7c9f8-x2kqz"},
+		Spec: infrav1.HarvesterMachineSpec{CPU: 2, Memory: resource.MustParse("4Gi"),
+			Disks:    []infrav1.Disk{{Name: "disk-0", StorageClassName: "fast", Size: resource.MustParse("10Gi")}},
+			Networks: []infrav1.Network{{Name: "nic-0", NetworkName: "default/vlan10"}}}}
+	vm, err := build.BuildVM(&build.VMInput{Machine: m, Namespace: "guests", Guest: naming.Guest{Namespace: "default", Name: "demo"},
+		Role: naming.RoleWorker, UserDataSecret: "the-secret"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cloudInitSecretOf(vm)).To(Equal("the-secret"))
 }

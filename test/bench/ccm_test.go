@@ -37,6 +37,7 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates/addons"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 )
@@ -270,7 +271,7 @@ func guestClusterID(ctx context.Context, tb *bed.Bed, ns, name string) (string, 
 		if err := tb.Management.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hc); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		g, ok := harvester.GuestOf(hc, name)
+		g, ok := naming.GuestOf(hc, name)
 		id = g.ID()
 		return ok, nil
 	})

@@ -31,7 +31,7 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
@@ -508,7 +508,7 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	for _, n := range names {
 		p, _ := provisioned.get(n)
 		at = append(at, p)
-		if r, ok := running.get(harvester.VMName(n)); ok {
+		if r, ok := running.get(naming.VMName(n)); ok {
 			res.latencies = append(res.latencies, p.Sub(r))
 		}
 	}

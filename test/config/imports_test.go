@@ -13,10 +13,16 @@ import (
 func TestImportsGoOneWay(t *testing.T) {
 	const module = "github.com/seed-0a7eb009/cluster-api-provider-harvester"
 	allowed := map[string][]string{
-		"pkg/guestcloud":                 nil,
-		"api/v1alpha1":                   {"pkg/guestcloud"},
-		"pkg/harvester":                  {"api/v1alpha1", "pkg/guestcloud"},
-		"controllers":                    {"api/v1alpha1", "pkg/guestcloud", "pkg/harvester", "controllers/internal/ownwrites", "templates/addons"},
+		"pkg/guestcloud": nil,
+		"api/v1alpha1":   {"pkg/guestcloud"},
+		// naming: the names and labels of what the provider makes on Harvester; transport: the
+		// connections (client factory, request guard, request metrics, kubeconfig policy, errors);
+		// build: the VM, cloud-init and network-data builders; pkg/harvester: the services.
+		"pkg/harvester/naming":           {"api/v1alpha1"},
+		"pkg/harvester/transport":        {"api/v1alpha1", "pkg/guestcloud", "pkg/harvester/naming"},
+		"pkg/harvester/build":            {"api/v1alpha1", "pkg/guestcloud", "pkg/harvester/naming"},
+		"pkg/harvester":                  {"api/v1alpha1", "pkg/guestcloud", "pkg/harvester/naming", "pkg/harvester/transport", "pkg/harvester/build"},
+		"controllers":                    {"api/v1alpha1", "pkg/guestcloud", "pkg/harvester", "pkg/harvester/naming", "pkg/harvester/transport", "pkg/harvester/build", "controllers/internal/ownwrites", "templates/addons"},
 		"controllers/internal/ownwrites": nil,
 		"cloudprovider":                  {"pkg/guestcloud"},
 		"cloudprovider/app":              {"cloudprovider"},
@@ -24,7 +30,7 @@ func TestImportsGoOneWay(t *testing.T) {
 		"templates":        nil,
 		"templates/addons": nil,
 		"internal/release": {"templates"},
-		"":                 {"api/v1alpha1", "controllers", "pkg/guestcloud", "pkg/harvester"},
+		"":                 {"api/v1alpha1", "controllers", "pkg/guestcloud", "pkg/harvester", "pkg/harvester/transport"},
 	}
 	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
 	cmd.Dir = testenv.RepoRoot()

@@ -20,7 +20,7 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	harvestercloud "github.com/seed-0a7eb009/cluster-api-provider-harvester/cloudprovider"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 )
 
 // guestCloud builds our cloud provider from the guest's credential, as the CCM does from its
@@ -78,7 +78,7 @@ var _ = Describe("cloud provider InstancesV2", func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(md.ProviderID).To(Equal(hm.Spec.ProviderID))
 			Expect(md.InstanceType).To(Equal("2cpu-4Gi"))
-			Expect(md.Zone).To(Equal(host.Labels[harvester.LabelZone]))
+			Expect(md.Zone).To(Equal(host.Labels[build.LabelZone]))
 			Expect(md.Region).To(Equal("region-1"))
 			Expect(md.NodeAddresses[0]).To(Equal(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: vmi.Status.Interfaces[0].IP}))
 			Expect(md.NodeAddresses).To(ContainElement(corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: vmi.Status.Interfaces[1].IP}))
@@ -135,7 +135,7 @@ var _ = Describe("cloud provider topology sync", func() {
 		zoneOf := func(g Gomega, host string) string {
 			node := &corev1.Node{}
 			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: host}, node)).To(Succeed())
-			return node.Labels[harvester.LabelZone]
+			return node.Labels[build.LabelZone]
 		}
 		nodeLabels := func(g Gomega) map[string]string {
 			node := &corev1.Node{}
@@ -145,8 +145,8 @@ var _ = Describe("cloud provider topology sync", func() {
 		// The node agent registered the Node; the sync labels it with its host's zone.
 		Eventually(func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hm), hm)).To(Succeed())
-			g.Expect(nodeLabels(g)).To(HaveKeyWithValue(harvester.LabelZone, zoneOf(g, hm.Status.VirtualMachine.Host)))
-			g.Expect(nodeLabels(g)).To(HaveKeyWithValue(harvester.LabelRegion, "region-1"))
+			g.Expect(nodeLabels(g)).To(HaveKeyWithValue(build.LabelZone, zoneOf(g, hm.Status.VirtualMachine.Host)))
+			g.Expect(nodeLabels(g)).To(HaveKeyWithValue(build.LabelRegion, "region-1"))
 		}).Should(Succeed())
 
 		By("migrating to a host of the other zone")
@@ -163,7 +163,7 @@ var _ = Describe("cloud provider topology sync", func() {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hm), hm)).To(Succeed())
 			g.Expect(hm.Status.VirtualMachine.Host).NotTo(Equal(source))
 			g.Expect(zoneOf(g, hm.Status.VirtualMachine.Host)).NotTo(Equal(zoneOf(g, source)))
-			g.Expect(nodeLabels(g)).To(HaveKeyWithValue(harvester.LabelZone, zoneOf(g, hm.Status.VirtualMachine.Host)))
+			g.Expect(nodeLabels(g)).To(HaveKeyWithValue(build.LabelZone, zoneOf(g, hm.Status.VirtualMachine.Host)))
 		}).Should(Succeed())
 
 		deleteCluster(tc)

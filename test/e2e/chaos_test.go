@@ -14,7 +14,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 // The fault scenarios run bounded in `make test`; `make chaos` runs them at full size
@@ -83,7 +83,7 @@ func duplicateVMs(namespace string) int {
 	perMachine := map[string]int{}
 	dups := 0
 	for _, vm := range vms.Items {
-		m := vm.Annotations[harvester.AnnotationMachine]
+		m := vm.Annotations[naming.AnnotationMachine]
 		if m == "" {
 			m = vm.Name
 		}

@@ -17,7 +17,8 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 func deleteCluster(tc *testCluster) {
@@ -45,12 +46,12 @@ var _ = Describe("HarvesterCluster", func() {
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: lbName}, lb)).To(Succeed())
 		Expect(hc.Spec.ControlPlaneEndpoint).To(Equal(clusterv1.APIEndpoint{Host: lb.Status.AllocatedAddress.IP, Port: 6443}))
 		Expect(lb.Status.AllocatedAddress.IPPool).To(Equal("guests"))
-		Expect(lb.Spec.BackendServerSelector).To(HaveKeyWithValue(harvester.LabelRole, []string{harvester.RoleControlPlane}))
+		Expect(lb.Spec.BackendServerSelector).To(HaveKeyWithValue(naming.LabelRole, []string{naming.RoleControlPlane}))
 		Expect(hc.Status.LoadBalancer).To(Equal(infrav1.LoadBalancerStatus{Name: lbName, Address: lb.Status.AllocatedAddress.IP}))
 		Expect(hc.Status.HarvesterVersion).To(Equal("v1.8.0"))
 		Expect(hc.Status.FailureDomains).To(HaveLen(2))
 		Expect(hc.Status.FailureDomains[0].Name).To(Equal("zone-a"))
-		Expect(hc.Status.FailureDomains[0].Attributes).To(HaveKeyWithValue(harvester.FailureDomainTopologyKey, harvester.LabelZone))
+		Expect(hc.Status.FailureDomains[0].Attributes).To(HaveKeyWithValue(build.FailureDomainTopologyKey, build.LabelZone))
 		Expect(conditions.Get(hc, infrav1.FailureDomainsReadyCondition).Reason).To(Equal(infrav1.ZonesReason))
 		Expect(conditions.IsTrue(hc, clusterv1.ReadyCondition)).To(BeTrue())
 
@@ -110,7 +111,7 @@ var _ = Describe("HarvesterCluster", func() {
 		// No failure domain was asked for: status says the one the VM runs in, its host's zone.
 		node := &corev1.Node{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: hm.Status.VirtualMachine.Host}, node)).To(Succeed())
-		Expect(hm.Status.FailureDomain).To(Equal(node.Labels[harvester.LabelZone]))
+		Expect(hm.Status.FailureDomain).To(Equal(node.Labels[build.LabelZone]))
 		Expect(hm.Status.FailureDomain).NotTo(BeEmpty())
 		vm := &kubevirtv1.VirtualMachine{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: hm.Name}, vm)).To(Succeed())
@@ -175,7 +176,7 @@ var _ = Describe("HarvesterCluster", func() {
 		}
 		// As the guest's CCM labels them: its --cluster-name is the cluster's ID.
 		ours := guestLB("svc-ours", tc.guest().ID())
-		other := guestLB("svc-other", harvester.Guest{Namespace: "elsewhere", Name: tc.Name}.ID())
+		other := guestLB("svc-other", naming.Guest{Namespace: "elsewhere", Name: tc.Name}.ID())
 		Expect(harvesterClient().Create(ctx, ours)).To(Succeed())
 		Expect(harvesterClient().Create(ctx, other)).To(Succeed())
 		Eventually(func(g Gomega) {

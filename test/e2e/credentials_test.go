@@ -19,6 +19,7 @@ import (
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
 
@@ -74,7 +75,7 @@ var _ = Describe("guest credentials", func() {
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: sa}, rb)).To(Succeed())
 		Expect(rb.RoleRef.Name).To(Equal(harvester.CloudProviderRole))
 		crb := &rbacv1.ClusterRoleBinding{}
-		Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: harvester.CSIBindingName(tc.Target, sa)}, crb)).To(Succeed())
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: naming.CSIBindingName(tc.Target, sa)}, crb)).To(Succeed())
 		Expect(crb.RoleRef.Name).To(Equal(harvester.CSIClusterRole))
 		csi := &rbacv1.RoleBinding{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.CSIRoleBindingName(sa)}, csi)).To(Succeed())

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/guest"
 )
 
@@ -27,8 +27,8 @@ type testCluster struct {
 func mgmt() client.Client { return testBed.Management.Client }
 
 // guest names the cluster on Harvester, with the owner mark its HarvesterCluster recorded.
-func (tc *testCluster) guest() harvester.Guest {
-	g, ok := harvester.GuestOf(tc.HarvesterCluster, tc.Name)
+func (tc *testCluster) guest() naming.Guest {
+	g, ok := naming.GuestOf(tc.HarvesterCluster, tc.Name)
 	Expect(ok).To(BeTrue(), "the HarvesterCluster has recorded its owner mark")
 	return g
 }

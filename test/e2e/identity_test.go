@@ -25,6 +25,8 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
@@ -34,7 +36,7 @@ import (
 func providerIdentityClient() client.Client {
 	kubeconfig, err := testBed.Harvester.ProviderKubeconfig(ctx)
 	Expect(err).NotTo(HaveOccurred())
-	cfg, err := harvester.KubeconfigPolicy{}.RESTConfig(kubeconfig)
+	cfg, err := transport.KubeconfigPolicy{}.RESTConfig(kubeconfig)
 	Expect(err).NotTo(HaveOccurred())
 	// A request that never ends fails the spec that made it, not the whole suite's timeout.
 	cfg.Timeout = time.Minute
@@ -95,7 +97,7 @@ var _ = Describe("The provider's Harvester identity", func() {
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: bound, Name: "someone"}}}), "bind cluster-admin")
 
 		By("managing only its own CSI bindings cluster-wide (admission policy)")
-		ours := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: harvester.CSIBindingName(bound, "someone")},
+		ours := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: naming.CSIBindingName(bound, "someone")},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: harvester.CSIClusterRole},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: bound, Name: "someone"}}}
 		Expect(c.Create(ctx, ours)).To(Succeed())
@@ -312,7 +314,7 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 		By("a VM of its own cluster and one of another cluster sharing the target namespace")
 		vm := func(name, cluster string) *kubevirtv1.VirtualMachine {
 			return &kubevirtv1.VirtualMachine{
-				ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: name, Labels: map[string]string{harvester.LabelCluster: cluster}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: name, Labels: map[string]string{naming.LabelCluster: cluster}},
 				Spec: kubevirtv1.VirtualMachineSpec{
 					RunStrategy: ptr.To(kubevirtv1.RunStrategyHalted),
 					Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: kubevirtv1.VirtualMachineInstanceSpec{
@@ -327,7 +329,7 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 		own := vm("own", tc.guest().ID())
 		// Another management cluster's cluster of the same namespace and name: only the owner mark
 		// differs.
-		theirs := vm("theirs", harvester.Guest{Namespace: tc.Namespace, Name: tc.Name, Mark: "0000000000"}.ID())
+		theirs := vm("theirs", naming.Guest{Namespace: tc.Namespace, Name: tc.Name, Mark: "0000000000"}.ID())
 		for _, v := range []*kubevirtv1.VirtualMachine{own, theirs} {
 			Expect(harvesterClient().Create(ctx, v)).To(Succeed())
 			DeferCleanup(func() { Expect(client.IgnoreNotFound(harvesterClient().Delete(ctx, v))).To(Succeed()) })
@@ -372,7 +374,7 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 		}
 
 		By("refusing a VM of another namespace, which the guest cannot even read (RBAC)")
-		elsewhere := vm("elsewhere", harvester.Guest{Namespace: "someone-else", Name: "prod"}.ID())
+		elsewhere := vm("elsewhere", naming.Guest{Namespace: "someone-else", Name: "prod"}.ID())
 		elsewhere.Namespace = "default"
 		Expect(harvesterClient().Create(ctx, elsewhere)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(harvesterClient().Delete(ctx, elsewhere))).To(Succeed()) })

@@ -20,7 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 )
 
@@ -91,7 +92,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			g.Expect(conditions.IsTrue(early, infrav1.VirtualMachineReadyCondition)).To(BeTrue(), "%v", early.Status.Conditions)
 		}).WithTimeout(time.Minute).Should(Succeed())
 		userData := &corev1.Secret{}
-		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.CloudInitSecretName(early.Name)}, userData)).To(Succeed())
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: naming.CloudInitSecretName(early.Name)}, userData)).To(Succeed())
 		Expect(string(userData.Data["userdata"])).NotTo(ContainSubstring("qemu-guest-agent"), "guestAgent: None installs and starts nothing")
 		Expect(mgmt().Delete(ctx, earlyMachine)).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -174,11 +175,11 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: hm.Name}, vm)).To(Succeed())
 			ifaces := vm.Spec.Template.Spec.Domain.Devices.Interfaces
 			Expect(ifaces[0].MacAddress).To(Equal(claimed.MACAddress), "the VM pins the MAC the network-data matches")
-			Expect(ifaces[0].MacAddress).To(Equal(harvester.StaticMAC(hm.Namespace, hm.Name, "nic-0")))
+			Expect(ifaces[0].MacAddress).To(Equal(build.StaticMAC(hm.Namespace, hm.Name, "nic-0")))
 			Expect(ifaces[1].MacAddress).NotTo(BeEmpty(), "every NIC is pinned, so that the DHCP one is matched too")
 
 			secret := &corev1.Secret{}
-			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.CloudInitSecretName(hm.Name)}, secret)).To(Succeed())
+			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: naming.CloudInitSecretName(hm.Name)}, secret)).To(Succeed())
 			var nd struct {
 				Version   int `json:"version"`
 				Ethernets map[string]struct {
@@ -277,7 +278,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 		}
 		for name, ip := range after {
 			secret := &corev1.Secret{}
-			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.CloudInitSecretName(name)}, secret)).To(Succeed())
+			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: naming.CloudInitSecretName(name)}, secret)).To(Succeed())
 			Expect(string(secret.Data["networkdata"])).To(And(ContainSubstring("version: 1"), ContainSubstring("address: "+ip+"/24")))
 			Eventually(func(g Gomega) {
 				vmi := &kubevirtv1.VirtualMachineInstance{}
@@ -314,7 +315,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 		}
 		// A claim of the name the third machine's claim would have, made by someone else.
 		foreign := &ipamv1.IPAddressClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: harvester.IPAddressClaimName("claim-taken", "nic-0", 0)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: build.IPAddressClaimName("claim-taken", "nic-0", 0)},
 			Spec: ipamv1.IPAddressClaimSpec{ClusterName: tc.Name,
 				PoolRef: ipamv1.IPPoolReference{APIGroup: infrav1.IPAMAPIGroup, Kind: "InClusterIPPool", Name: "elsewhere"}},
 		}
@@ -391,7 +392,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			g.Expect(dual.Status.IPAddresses[1].Pool).To(Equal("GlobalInClusterIPPool/ipam-refs-v6"))
 		}).WithTimeout(time.Minute).Should(Succeed())
 		secret := &corev1.Secret{}
-		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.CloudInitSecretName(dual.Name)}, secret)).To(Succeed())
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: naming.CloudInitSecretName(dual.Name)}, secret)).To(Succeed())
 		var nd struct {
 			Ethernets map[string]struct {
 				Addresses []string            `json:"addresses"`

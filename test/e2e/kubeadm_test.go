@@ -24,7 +24,7 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/guest"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
@@ -333,7 +333,7 @@ func remediatesAFailedWorker(namespace, name, target string, gc *guest.Cluster, 
 	Expect(machines.Items).To(HaveLen(workers))
 	failed := machines.Items[0]
 	vm := &kubevirtv1.VirtualMachine{}
-	Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: harvester.VMName(failed.Spec.InfrastructureRef.Name)}, vm)).To(Succeed())
+	Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: naming.VMName(failed.Spec.InfrastructureRef.Name)}, vm)).To(Succeed())
 	base2 := vm.DeepCopy()
 	vm.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyHalted)
 	vm.Spec.Running = nil

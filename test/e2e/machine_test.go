@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/guest"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
@@ -49,11 +49,11 @@ var _ = Describe("HarvesterMachine", func() {
 			vm := &kubevirtv1.VirtualMachine{}
 			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: hm.Name}, vm)).To(Succeed())
 			Expect(hm.Spec.ProviderID).To(Equal("harvester://" + string(vm.UID)))
-			Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelCluster, tc.guest().ID()))
-			Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelRole, harvester.RoleWorker))
+			Expect(vm.Labels).To(HaveKeyWithValue(naming.LabelCluster, tc.guest().ID()))
+			Expect(vm.Labels).To(HaveKeyWithValue(naming.LabelRole, naming.RoleWorker))
 			tmpl := vm.Spec.Template
-			Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(harvester.LabelMachine, hm.Name))
-			Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(harvester.LabelHarvesterCreator, harvester.HarvesterCreatorValue))
+			Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(naming.LabelMachine, hm.Name))
+			Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(naming.LabelHarvesterCreator, naming.HarvesterCreatorValue))
 			Expect(tmpl.Spec.Hostname).To(Equal(hm.Name))
 			Expect(tmpl.Spec.Domain.Devices.Disks).To(HaveLen(3), "root, data and cloud-init disks")
 			Expect(tmpl.Spec.Domain.Devices.Disks[0].BootOrder).To(Equal(ptr.To[uint](1)))
@@ -63,22 +63,22 @@ var _ = Describe("HarvesterMachine", func() {
 			Expect(tmpl.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution).To(HaveLen(1))
 
 			var claims []corev1.PersistentVolumeClaim
-			Expect(json.Unmarshal([]byte(vm.Annotations[harvester.AnnotationVolumeClaimTemplates]), &claims)).To(Succeed())
+			Expect(json.Unmarshal([]byte(vm.Annotations[naming.AnnotationVolumeClaimTemplates]), &claims)).To(Succeed())
 			Expect(claims).To(HaveLen(2))
-			Expect(claims[0].Annotations).To(HaveKeyWithValue(harvester.AnnotationImageID, "default/ubuntu-24.04"))
+			Expect(claims[0].Annotations).To(HaveKeyWithValue(naming.AnnotationImageID, "default/ubuntu-24.04"))
 			Expect(*claims[0].Spec.StorageClassName).To(Equal("longhorn-ubuntu-24.04"))
 			Expect(*claims[1].Spec.StorageClassName).To(Equal("harvester-longhorn"))
 
 			vmi := &kubevirtv1.VirtualMachineInstance{}
 			Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(vm), vmi)).To(Succeed())
-			Expect(vmi.Labels).To(HaveKeyWithValue(harvester.LabelMachine, hm.Name), "labels reach the VMI")
+			Expect(vmi.Labels).To(HaveKeyWithValue(naming.LabelMachine, hm.Name), "labels reach the VMI")
 			Expect(hm.Status.VirtualMachine.Host).To(Equal(vmi.Status.NodeName))
 			Expect(hm.Status.Addresses).To(ContainElement(clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: vmi.Status.Interfaces[0].IP}))
 			Expect(hm.Status.Addresses).NotTo(ContainElement(HaveField("Address", HavePrefix("fe80:"))))
 			Expect(hm.Status.Addresses).NotTo(ContainElement(HaveField("Address", "10.42.0.1")), "only interfaces of the spec")
 
 			secret := &corev1.Secret{}
-			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.CloudInitSecretName(hm.Name)}, secret)).To(Succeed())
+			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: naming.CloudInitSecretName(hm.Name)}, secret)).To(Succeed())
 			userData := string(secret.Data["userdata"])
 			Expect(userData).To(HavePrefix("#cloud-config\n"))
 			Expect(userData).To(ContainSubstring("qemu-guest-agent"))
@@ -106,11 +106,11 @@ var _ = Describe("HarvesterMachine", func() {
 		Eventually(func(g Gomega) {
 			vms := &kubevirtv1.VirtualMachineList{}
 			g.Expect(harvesterClient().List(ctx, vms, client.InNamespace(tc.Target),
-				client.MatchingLabels{harvester.LabelCluster: tc.guest().ID()})).To(Succeed())
+				client.MatchingLabels{naming.LabelCluster: tc.guest().ID()})).To(Succeed())
 			g.Expect(vms.Items).To(HaveLen(1))
 			pvcs := &corev1.PersistentVolumeClaimList{}
 			g.Expect(harvesterClient().List(ctx, pvcs, client.InNamespace(tc.Target),
-				client.MatchingLabels{harvester.LabelCluster: tc.guest().ID()})).To(Succeed())
+				client.MatchingLabels{naming.LabelCluster: tc.guest().ID()})).To(Succeed())
 			g.Expect(pvcs.Items).To(HaveLen(2), "the remaining machine's two volumes")
 		}).Should(Succeed())
 
@@ -135,7 +135,7 @@ var _ = Describe("HarvesterMachine", func() {
 		}).Should(Succeed())
 		vm := &kubevirtv1.VirtualMachine{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: "roll-cp-0"}, vm)).To(Succeed())
-		Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelRole, harvester.RoleControlPlane))
+		Expect(vm.Labels).To(HaveKeyWithValue(naming.LabelRole, naming.RoleControlPlane))
 
 		md := tc.machineDeployment("workers", "roll-v1", 1, machineSpec())
 		provisioned := func(g Gomega) []infrav1.HarvesterMachine {
@@ -221,7 +221,7 @@ var _ = Describe("HarvesterMachine", func() {
 		}).Should(Succeed())
 		vms := &kubevirtv1.VirtualMachineList{}
 		Expect(harvesterClient().List(ctx, vms, client.InNamespace(tc.Target),
-			client.MatchingLabels{harvester.LabelMachine: hm.Name})).To(Succeed())
+			client.MatchingLabels{naming.LabelMachine: hm.Name})).To(Succeed())
 		Expect(vms.Items).To(HaveLen(1))
 
 		deleteCluster(tc)
@@ -239,7 +239,7 @@ var _ = Describe("HarvesterMachine", func() {
 
 		for _, name := range []string{long, dotted} {
 			hm := &infrav1.HarvesterMachine{}
-			vmName := harvester.VMName(name)
+			vmName := naming.VMName(name)
 			Expect(vmName).NotTo(Equal(name))
 			By("provisioning " + name + " as VM " + vmName)
 			Eventually(func(g Gomega) {
@@ -250,8 +250,8 @@ var _ = Describe("HarvesterMachine", func() {
 			}).Should(Succeed())
 			vm := &kubevirtv1.VirtualMachine{}
 			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: vmName}, vm)).To(Succeed())
-			Expect(vm.Annotations).To(HaveKeyWithValue(harvester.AnnotationMachine, name))
-			Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelMachine, harvester.MachineLabelValue(name)))
+			Expect(vm.Annotations).To(HaveKeyWithValue(naming.AnnotationMachine, name))
+			Expect(vm.Labels).To(HaveKeyWithValue(naming.LabelMachine, naming.MachineLabelValue(name)))
 			Expect(vm.Spec.Template.Spec.Hostname).To(Equal(vmName))
 
 			By("matching the Machine to the guest Node named after the VM")

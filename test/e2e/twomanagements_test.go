@@ -21,6 +21,7 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 // Two management clusters (two Rancher installations, say) whose admins lent identities to the
@@ -119,13 +120,13 @@ var _ = Describe("Two management clusters sharing a Harvester namespace", func()
 		}
 
 		By("the second cluster gets a load balancer, an address and a ServiceAccount of its own")
-		var b harvester.Guest
+		var b naming.Guest
 		Eventually(func(g Gomega) {
 			g.Expect(to.Get(ctx, client.ObjectKeyFromObject(hc), hc)).To(Succeed())
 			g.Expect(hc.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%v", hc.Status.Conditions)
 			g.Expect(conditions.IsTrue(hc, infrav1.GuestCredentialsReadyCondition)).To(BeTrue(), "%v", hc.Status.Conditions)
 			var ok bool
-			b, ok = harvester.GuestOf(hc, name)
+			b, ok = naming.GuestOf(hc, name)
 			g.Expect(ok).To(BeTrue())
 		}).WithTimeout(time.Minute).Should(Succeed())
 		Expect(hc.Annotations[infrav1.OwnerMarkAnnotation]).NotTo(Equal(a.HarvesterCluster.Annotations[infrav1.OwnerMarkAnnotation]))
@@ -156,9 +157,9 @@ var _ = Describe("Two management clusters sharing a Harvester namespace", func()
 		}).WithTimeout(time.Minute).Should(Succeed())
 		vm := &kubevirtv1.VirtualMachine{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: "prod-cp-1"}, vm)).To(Succeed())
-		Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelCluster, b.ID()))
+		Expect(vm.Labels).To(HaveKeyWithValue(naming.LabelCluster, b.ID()))
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: "prod-cp-0"}, vm)).To(Succeed())
-		Expect(vm.Labels).To(HaveKeyWithValue(harvester.LabelCluster, a.guest().ID()), "the first cluster's VM keeps its labels")
+		Expect(vm.Labels).To(HaveKeyWithValue(naming.LabelCluster, a.guest().ID()), "the first cluster's VM keeps its labels")
 		Expect(vm.UID).To(Equal(types.UID(before["VirtualMachine prod-cp-0"])))
 
 		By("the sharded manager writes its guest's ClusterResourceSet again at once when it is deleted by hand")

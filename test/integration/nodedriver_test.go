@@ -19,7 +19,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
@@ -84,7 +84,7 @@ func TestMachineWithNodeDriverOptions(t *testing.T) {
 
 	// The user's cloud-config merged under the bootstrap data: its command after the join.
 	userData := &corev1.Secret{}
-	g.Expect(testBed.Harvester.Client().Get(ctx, client.ObjectKey{Namespace: "guests", Name: harvester.CloudInitSecretName(hm.Name)}, userData)).To(Succeed())
+	g.Expect(testBed.Harvester.Client().Get(ctx, client.ObjectKey{Namespace: "guests", Name: naming.CloudInitSecretName(hm.Name)}, userData)).To(Succeed())
 	var cfg map[string]any
 	g.Expect(yaml.Unmarshal(userData.Data["userdata"], &cfg)).To(Succeed())
 	g.Expect(cfg["packages"]).To(ContainElement("open-iscsi"))

@@ -1,4 +1,4 @@
-package harvester
+package transport
 
 // Long file: the connection cache (one per identity and server), its lifecycle (reuse, rebuild on
 // a changed kubeconfig, close on idle) and its caches' informers belong together; the request
@@ -35,6 +35,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 // ErrInvalidKubeconfig is returned for an identity Secret whose kubeconfig is missing or bad.
@@ -68,9 +69,9 @@ func cacheSelection(kind client.Object, cluster string) cache.ByObject {
 	if _, ok := kind.(*lbv1.LoadBalancer); ok {
 		return cache.ByObject{}
 	}
-	set := labels.Set{LabelManagedBy: ManagedByValue}
+	set := labels.Set{naming.LabelManagedBy: naming.ManagedByValue}
 	if cluster != "" {
-		set[LabelCluster] = cluster
+		set[naming.LabelCluster] = cluster
 	}
 	return cache.ByObject{Label: labels.SelectorFromSet(set)}
 }
@@ -601,7 +602,7 @@ func slimCached(obj any) (any, error) {
 	case *corev1.PersistentVolumeClaim:
 		return &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: withoutManagedFields(o.ObjectMeta)}, nil
 	case *lbv1.LoadBalancer:
-		if o.Labels[LabelManagedBy] == ManagedByValue && o.Labels[guestcloud.LabelLBCluster] == "" {
+		if o.Labels[naming.LabelManagedBy] == naming.ManagedByValue && o.Labels[guestcloud.LabelLBCluster] == "" {
 			o.SetManagedFields(nil)
 			return o, nil
 		}

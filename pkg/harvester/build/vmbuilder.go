@@ -1,4 +1,7 @@
-package harvester
+package build
+
+// Long file: the VM builder, one function per part of a machine's VM (disks and their claims,
+// NICs, firmware, CPU and memory, labels, placement), which read best together.
 
 import (
 	"encoding/json"
@@ -15,6 +18,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 const (
@@ -37,9 +41,9 @@ type Image struct {
 // VMInput is everything a machine's VM is made of.
 type VMInput struct {
 	Machine   *infrav1.HarvesterMachine
-	Namespace string // the target namespace on Harvester
-	Guest     Guest  // the machine's guest cluster (VMService.Create sets its own)
-	Role      string // RoleControlPlane or RoleWorker
+	Namespace string       // the target namespace on Harvester
+	Guest     naming.Guest // the machine's guest cluster (VMService.Create sets its own)
+	Role      string       // RoleControlPlane or RoleWorker
 	// FailureDomain and its topology key (LabelZone or LabelHostname); empty for none.
 	FailureDomain    string
 	FailureDomainKey string
@@ -66,9 +70,9 @@ func ResolveRef(ref, defaultNamespace string) (string, string) {
 // MachineLabels are the labels of a machine's VM, VMI and volumes.
 func MachineLabels(in *VMInput) map[string]string {
 	labels := in.Guest.Labels()
-	labels[LabelMachine] = MachineLabelValue(in.Machine.Name)
-	labels[LabelMachineNamespace] = in.Machine.Namespace
-	labels[LabelRole] = in.Role
+	labels[naming.LabelMachine] = naming.MachineLabelValue(in.Machine.Name)
+	labels[naming.LabelMachineNamespace] = in.Machine.Namespace
+	labels[naming.LabelRole] = in.Role
 	// The machine's pool, as CAPI labels the machine: users select a Harvester load balancer's
 	// backends by pool (a MachineDeployment's VMs, or the control plane's).
 	for _, k := range []string{clusterv1.MachineDeploymentNameLabel, clusterv1.MachineControlPlaneNameLabel} {
@@ -86,7 +90,7 @@ func ClaimName(m *infrav1.HarvesterMachine, disk string) string {
 	if len(uid) > 8 {
 		uid = uid[:8]
 	}
-	return boundedName(fmt.Sprintf("%s-%s-%s", m.Name, disk, uid), 253)
+	return naming.BoundedName(fmt.Sprintf("%s-%s-%s", m.Name, disk, uid), 253)
 }
 
 // BuildVM returns the KubeVirt VirtualMachine of a machine, in Harvester's conventions.
@@ -95,8 +99,8 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 	spec := &m.Spec
 	labels := MachineLabels(in)
 	templateLabels := map[string]string{
-		LabelHarvesterCreator:                 HarvesterCreatorValue,
-		guestcloud.LabelHarvesterGuestCluster: labels[LabelCluster],
+		naming.LabelHarvesterCreator:          naming.HarvesterCreatorValue,
+		guestcloud.LabelHarvesterGuestCluster: labels[naming.LabelCluster],
 	}
 	for k, v := range labels {
 		templateLabels[k] = v
@@ -111,14 +115,14 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 		return nil, err
 	}
 	annotations := map[string]string{
-		AnnotationMachine:              m.Name,
-		AnnotationVolumeClaimTemplates: string(claimsJSON),
+		naming.AnnotationMachine:              m.Name,
+		naming.AnnotationVolumeClaimTemplates: string(claimsJSON),
 		// Harvester deletes these volumes with the VM, whoever deletes it.
-		AnnotationRemovedPVCs: strings.Join(claimNames, ","),
+		naming.AnnotationRemovedPVCs: strings.Join(claimNames, ","),
 	}
 	guest := GuestMemory(spec)
 	if spec.ReservedMemory != nil {
-		annotations[AnnotationReservedMemory] = spec.ReservedMemory.String()
+		annotations[naming.AnnotationReservedMemory] = spec.ReservedMemory.String()
 	}
 
 	interfaces := make([]kubevirtv1.Interface, 0, len(spec.Networks))
@@ -154,10 +158,10 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 	volumes = append(volumes, kubevirtv1.Volume{Name: infrav1.CloudInitDiskName, VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: cloudInit}})
 
 	// The VMI gets the machine's whole name too, so that its events map back to the machine.
-	templateAnnotations := map[string]string{AnnotationMachine: m.Name}
+	templateAnnotations := map[string]string{naming.AnnotationMachine: m.Name}
 	if len(in.KeyPairs) > 0 {
 		names, _ := json.Marshal(in.KeyPairs)
-		templateAnnotations[AnnotationSSHNames] = string(names)
+		templateAnnotations[naming.AnnotationSSHNames] = string(names)
 	}
 	if mgmt := ManagementNetworkName(spec); len(spec.Networks) > 0 && mgmt != interfaces[0].Name {
 		templateAnnotations[guestcloud.AnnotationManagementNetwork] = mgmt
@@ -167,13 +171,13 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 		diskNames = append(diskNames, d.Name)
 	}
 	names, _ := json.Marshal(diskNames)
-	templateAnnotations[AnnotationDiskNames] = string(names)
+	templateAnnotations[naming.AnnotationDiskNames] = string(names)
 
 	cores := uint32(spec.CPU) //nolint:gosec // validated >= 1 by the webhook
 	vm := &kubevirtv1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   in.Namespace,
-			Name:        VMName(m.Name),
+			Name:        naming.VMName(m.Name),
 			Labels:      labels,
 			Annotations: annotations,
 		},
@@ -182,7 +186,7 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: templateLabels, Annotations: templateAnnotations},
 				Spec: kubevirtv1.VirtualMachineInstanceSpec{
-					Hostname: VMName(m.Name),
+					Hostname: naming.VMName(m.Name),
 					Domain: kubevirtv1.DomainSpec{
 						CPU: &kubevirtv1.CPU{Cores: cores, Sockets: 1, Threads: 1, Model: spec.CPUModel,
 							DedicatedCPUPlacement: spec.DedicatedCPUPlacement, IsolateEmulatorThread: spec.IsolateEmulatorThread},
@@ -244,7 +248,7 @@ func buildDisks(in *VMInput) ([]corev1.PersistentVolumeClaim, []kubevirtv1.Disk,
 			if !ok {
 				return nil, nil, nil, nil, fmt.Errorf("image %q of disk %s was not resolved", d.Image, name)
 			}
-			pvc.Annotations = map[string]string{AnnotationImageID: img.Namespace + "/" + img.Name}
+			pvc.Annotations = map[string]string{naming.AnnotationImageID: img.Namespace + "/" + img.Name}
 			pvc.Spec.StorageClassName = ptr.To(img.StorageClassName)
 		} else {
 			pvc.Spec.StorageClassName = ptr.To(d.StorageClassName)
@@ -329,8 +333,8 @@ func affinity(in *VMInput, labels map[string]string) *corev1.Affinity {
 		corev1.WeightedPodAffinityTerm{Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{
 			TopologyKey: LabelHostname,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
-				LabelCluster: labels[LabelCluster],
-				LabelRole:    labels[LabelRole],
+				naming.LabelCluster: labels[naming.LabelCluster],
+				naming.LabelRole:    labels[naming.LabelRole],
 			}},
 		}})
 	return a
@@ -379,15 +383,15 @@ func gpus(devices []infrav1.HostDevice) []kubevirtv1.GPU {
 // OwnedBy tells whether a Harvester object carries the labels of a given HarvesterMachine of
 // a given guest cluster. The cluster counts: two management clusters that share a Harvester
 // namespace may each have a machine of the same namespace and name.
-func OwnedBy(labels map[string]string, g Guest, m *infrav1.HarvesterMachine) bool {
-	return labels[LabelManagedBy] == ManagedByValue && labels[LabelCluster] == g.ID() &&
-		labels[LabelMachine] == MachineLabelValue(m.Name) && labels[LabelMachineNamespace] == m.Namespace
+func OwnedBy(labels map[string]string, g naming.Guest, m *infrav1.HarvesterMachine) bool {
+	return labels[naming.LabelManagedBy] == naming.ManagedByValue && labels[naming.LabelCluster] == g.ID() &&
+		labels[naming.LabelMachine] == naming.MachineLabelValue(m.Name) && labels[naming.LabelMachineNamespace] == m.Namespace
 }
 
 // ClaimNamesOf reads the PVC names of a VM's volumeClaimTemplates annotation.
 func ClaimNamesOf(vm *kubevirtv1.VirtualMachine) []string {
 	var claims []corev1.PersistentVolumeClaim
-	if err := json.Unmarshal([]byte(vm.Annotations[AnnotationVolumeClaimTemplates]), &claims); err != nil {
+	if err := json.Unmarshal([]byte(vm.Annotations[naming.AnnotationVolumeClaimTemplates]), &claims); err != nil {
 		return nil
 	}
 	names := make([]string, 0, len(claims))

@@ -1,8 +1,10 @@
-package harvester
+package naming
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -96,7 +98,7 @@ const ownerMarkLength = 10
 // shortened with a hash when it does not fit a label value, so that it stays unique.
 func (g Guest) ID() string {
 	if g.Mark == "" {
-		return boundedName(g.Namespace+"."+g.Name, 63)
+		return BoundedName(g.Namespace+"."+g.Name, 63)
 	}
 	base := g.Namespace + "." + g.Name
 	if len(base) > 63-ownerMarkLength-1 {
@@ -128,9 +130,9 @@ func (g Guest) hashKey() string {
 	return g.Namespace + "/" + g.Name + "/" + g.Mark
 }
 
-// boundedName returns s if it has at most max characters, else a prefix of s and 10 hex
+// BoundedName returns s if it has at most max characters, else a prefix of s and 10 hex
 // characters of its hash, max characters in all, ending with an alphanumeric character.
-func boundedName(s string, max int) string {
+func BoundedName(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
@@ -186,3 +188,39 @@ func MachineOf(obj metav1.Object) (namespace, name string, ok bool) {
 	}
 	return namespace, name, namespace != "" && name != ""
 }
+
+// ServiceAccountName is the ServiceAccount of the guest cluster's cloud provider and CSI driver
+// on Harvester, unique per guest cluster (see LoadBalancerName).
+func (g Guest) ServiceAccountName() string {
+	return hashedLabelName("guest", g.Name, g.hashKey())
+}
+
+// LoadBalancerName is the guest cluster's control-plane load balancer: a DNS label (Harvester
+// makes a Service of the same name) that starts with a letter and ends with a hash of the
+// cluster's namespace, name and owner mark, so that clusters of the same name in different
+// namespaces or management clusters never collide.
+func (g Guest) LoadBalancerName() string { return hashedLabelName("cp", g.Name, g.hashKey()) }
+
+// hashedLabelName is `<prefix>-<name, made a DNS label, at most 40 characters>-<10 hex of
+// sha256(key)>`: readable, at most 57 characters, and unique per key.
+func hashedLabelName(prefix, name, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	base := strings.Trim(notDNSLabel.ReplaceAllString(strings.ToLower(name), "-"), "-")
+	if len(base) > 40 {
+		base = strings.TrimRight(base[:40], "-")
+	}
+	return fmt.Sprintf("%s-%s-%s", prefix, base, hex.EncodeToString(sum[:])[:10])
+}
+
+var notDNSLabel = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// CSIBindingName is the ClusterRoleBinding of a guest's CSI driver to CSIClusterRole:
+// cluster-scoped, so it names the target namespace and ServiceAccount (through a hash) and never
+// collides.
+func CSIBindingName(targetNamespace, serviceAccount string) string {
+	sum := sha256.Sum256([]byte(targetNamespace + "/" + serviceAccount))
+	return "capi-harvester-csi-reads-" + hex.EncodeToString(sum[:])[:16]
+}
+
+// CloudInitSecretName is the Secret on Harvester that holds a machine's cloud-init data.
+func CloudInitSecretName(machine string) string { return BoundedName(machine+"-cloudinit", 253) }

@@ -1,4 +1,4 @@
-package harvester
+package naming
 
 import (
 	"crypto/sha256"
@@ -44,40 +44,6 @@ func TestVMNameKeepsLabelsAndHashesTheRest(t *testing.T) {
 	g.Expect(MachineLabelValue(dotted)).To(Equal(dotted), "but it fits a label value")
 }
 
-func TestLongMachineNamesReachTheVM(t *testing.T) {
-	g := NewWithT(t)
-	in := testInput()
-	long := strings.Repeat("cluster-with-a-long-name-", 4) + "md-0-7c9f8-x2kqz"
-	in.Machine.Name = long
-
-	vm, err := BuildVM(in)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(vm.Name).To(Equal(VMName(long)))
-	g.Expect(vm.Spec.Template.Spec.Hostname).To(Equal(vm.Name), "the guest's hostname is the VM's name")
-	g.Expect(vm.Annotations).To(HaveKeyWithValue(AnnotationMachine, long))
-	g.Expect(vm.Spec.Template.ObjectMeta.Annotations).To(HaveKeyWithValue(AnnotationMachine, long), "VMIs map back to the machine too")
-	for _, labels := range []map[string]string{vm.Labels, vm.Spec.Template.ObjectMeta.Labels} {
-		for k, v := range labels {
-			g.Expect(validation.IsValidLabelValue(v)).To(BeEmpty(), "label %s=%q", k, v)
-		}
-	}
-	g.Expect(OwnedBy(vm.Labels, in.Guest, in.Machine)).To(BeTrue())
-	g.Expect(OwnedBy(vm.Labels, Guest{Namespace: in.Guest.Namespace, Name: in.Guest.Name, Mark: "0123456789"}, in.Machine)).To(BeFalse(),
-		"the same machine name in another management cluster's cluster of the same name")
-
-	ns, name, ok := MachineOf(vm)
-	g.Expect(ok).To(BeTrue())
-	g.Expect(ns + "/" + name).To(Equal(in.Machine.Namespace + "/" + long))
-
-	// A VM made before the annotation existed maps back by its label.
-	delete(vm.Annotations, AnnotationMachine)
-	vm.Labels[LabelMachine] = "cp-abcde"
-	_, name, _ = MachineOf(vm)
-	g.Expect(name).To(Equal("cp-abcde"))
-
-	g.Expect(cloudInitSecretOf(vm)).To(Equal(in.UserDataSecret), "the Secret is read from the VM, not derived from its name")
-}
-
 // Two management clusters may each have a cluster of the same namespace and name in one
 // Harvester namespace: their owner marks set every name and label apart, and a cluster
 // recorded before marks existed keeps the names it had.
@@ -119,29 +85,6 @@ func TestGuestOfTellsManagementClustersApart(t *testing.T) {
 func sha10(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])[:10]
-}
-
-// Cluster API's RKE2 provider registers joining nodes at https://<control-plane endpoint>:9345,
-// and Harvester's load balancer forwards only its listeners' ports: an RKE2 cluster's control-plane
-// load balancer listens there too, and only an RKE2 cluster's does.
-func TestControlPlaneLoadBalancerServesRKE2Registration(t *testing.T) {
-	g := NewWithT(t)
-	hc := &infrav1.HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default"},
-		Spec: infrav1.HarvesterClusterSpec{TargetNamespace: "guests"}}
-	guest := Guest{Namespace: "default", Name: "prod", Mark: "0123456789"}
-	ports := func(kind string) []int32 {
-		var out []int32
-		for _, l := range BuildControlPlaneLoadBalancer(hc, guest, kind).Spec.Listeners {
-			out = append(out, l.Port)
-		}
-		return out
-	}
-	g.Expect(ports(ControlPlaneKindRKE2)).To(ConsistOf(int32(APIServerPort), int32(RKE2SupervisorPort)))
-	for _, kind := range []string{"KubeadmControlPlane", "KThreesControlPlane", ""} {
-		g.Expect(ports(kind)).To(ConsistOf(int32(APIServerPort)), kind)
-	}
-	lb := BuildControlPlaneLoadBalancer(hc, guest, ControlPlaneKindRKE2)
-	g.Expect(lb.Spec.HealthCheck.Port).To(Equal(uint(APIServerPort)), "the health check stays on the API server")
 }
 
 // The cluster ID of the guest's load balancers (guestcloud.ServiceLoadBalancerName) is

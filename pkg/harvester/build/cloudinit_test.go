@@ -1,4 +1,4 @@
-package harvester
+package build
 
 import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"

@@ -1,4 +1,4 @@
-package harvester
+package transport
 
 import (
 	"errors"
@@ -47,6 +47,6 @@ func TestClassifyErrorGivesEveryFailureAKindAndReason(t *testing.T) {
 
 	g := NewWithT(t)
 	g.Expect(ClassifyError(nil, "anything")).To(Succeed())
-	ref := referenceError(infrav1.ImageNotFoundReason, "image %s does not exist", "a/b")
+	ref := ReferenceError(infrav1.ImageNotFoundReason, "image %s does not exist", "a/b")
 	g.Expect(ClassifyError(ref, "again")).To(BeIdenticalTo(ref), "an Error passes through unchanged")
 }

@@ -1,4 +1,4 @@
-package harvester
+package build
 
 import (
 	"strings"
@@ -8,12 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 func testInput() *VMInput {
@@ -31,7 +33,7 @@ func testInput() *VMInput {
 		},
 	}
 	return &VMInput{
-		Machine: m, Namespace: "guests", Guest: Guest{Namespace: "default", Name: "demo"}, Role: RoleControlPlane,
+		Machine: m, Namespace: "guests", Guest: naming.Guest{Namespace: "default", Name: "demo"}, Role: naming.RoleControlPlane,
 		Images:         map[string]Image{"ubuntu": {Namespace: "guests", Name: "ubuntu", StorageClassName: "longhorn-ubuntu"}},
 		KeyPairs:       []string{"guests/ops"},
 		UserDataSecret: "cp-abcde-cloudinit", NetworkDataSecret: "cp-abcde-cloudinit",
@@ -45,18 +47,18 @@ func TestBuildVM(t *testing.T) {
 
 	g.Expect(vm.Namespace).To(Equal("guests"))
 	g.Expect(vm.Name).To(Equal("cp-abcde"))
-	g.Expect(vm.Labels).To(HaveKeyWithValue(LabelCluster, "default.demo"))
-	g.Expect(vm.Labels).To(HaveKeyWithValue(LabelRole, RoleControlPlane))
+	g.Expect(vm.Labels).To(HaveKeyWithValue(naming.LabelCluster, "default.demo"))
+	g.Expect(vm.Labels).To(HaveKeyWithValue(naming.LabelRole, naming.RoleControlPlane))
 	tmpl := vm.Spec.Template
-	g.Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(LabelMachine, "cp-abcde"))
+	g.Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(naming.LabelMachine, "cp-abcde"))
 	g.Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(guestcloud.LabelHarvesterGuestCluster, "default.demo"))
-	g.Expect(tmpl.ObjectMeta.Annotations).To(HaveKeyWithValue(AnnotationSSHNames, `["guests/ops"]`))
+	g.Expect(tmpl.ObjectMeta.Annotations).To(HaveKeyWithValue(naming.AnnotationSSHNames, `["guests/ops"]`))
 	g.Expect(*vm.Spec.RunStrategy).To(Equal(kubevirtv1.RunStrategyAlways))
 
 	claims := ClaimNamesOf(vm)
 	g.Expect(claims).To(ConsistOf("cp-abcde-disk-0-0f8fad5b", "cp-abcde-data-0f8fad5b"))
-	g.Expect(strings.Split(vm.Annotations[AnnotationRemovedPVCs], ",")).To(ConsistOf(claims))
-	g.Expect(vm.Annotations).To(HaveKeyWithValue(AnnotationReservedMemory, "256Mi"))
+	g.Expect(strings.Split(vm.Annotations[naming.AnnotationRemovedPVCs], ",")).To(ConsistOf(claims))
+	g.Expect(vm.Annotations).To(HaveKeyWithValue(naming.AnnotationReservedMemory, "256Mi"))
 
 	spec := tmpl.Spec
 	g.Expect(spec.Hostname).To(Equal("cp-abcde"))
@@ -111,21 +113,21 @@ func TestAffinityForFailureDomains(t *testing.T) {
 
 	anti := vm.Spec.Template.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
 	g.Expect(anti).To(HaveLen(1))
-	g.Expect(anti[0].PodAffinityTerm.LabelSelector.MatchLabels).To(Equal(map[string]string{LabelCluster: "default.demo", LabelRole: RoleControlPlane}))
+	g.Expect(anti[0].PodAffinityTerm.LabelSelector.MatchLabels).To(Equal(map[string]string{naming.LabelCluster: "default.demo", naming.LabelRole: naming.RoleControlPlane}))
 }
 
 func TestClusterIDStaysUniqueAndShort(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect((Guest{Namespace: "ns", Name: "name"}).ID()).To(Equal("ns.name"), "clusters from before owner marks keep their IDs")
-	g.Expect((Guest{Namespace: "ns", Name: "name", Mark: "0123456789"}).ID()).To(Equal("ns.name-0123456789"))
+	g.Expect((naming.Guest{Namespace: "ns", Name: "name"}).ID()).To(Equal("ns.name"), "clusters from before owner marks keep their IDs")
+	g.Expect((naming.Guest{Namespace: "ns", Name: "name", Mark: "0123456789"}).ID()).To(Equal("ns.name-0123456789"))
 	long := strings.Repeat("a", 60)
 	for _, mark := range []string{"", "0123456789"} {
-		id1, id2 := (Guest{Namespace: long, Name: "cluster-1", Mark: mark}).ID(), (Guest{Namespace: long, Name: "cluster-2", Mark: mark}).ID()
+		id1, id2 := (naming.Guest{Namespace: long, Name: "cluster-1", Mark: mark}).ID(), (naming.Guest{Namespace: long, Name: "cluster-2", Mark: mark}).ID()
 		g.Expect(len(id1)).To(BeNumerically("<=", 63))
 		g.Expect(id1).NotTo(Equal(id2))
 		g.Expect(id1).To(MatchRegexp(`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`))
 	}
-	g.Expect((Guest{Namespace: long, Name: "c", Mark: "0123456789"}).ID()).NotTo(Equal((Guest{Namespace: long, Name: "c", Mark: "9876543210"}).ID()),
+	g.Expect((naming.Guest{Namespace: long, Name: "c", Mark: "0123456789"}).ID()).NotTo(Equal((naming.Guest{Namespace: long, Name: "c", Mark: "9876543210"}).ID()),
 		"two management clusters' clusters of one long name")
 }
 
@@ -202,4 +204,37 @@ func TestBuildVMWithNodeDriverOptions(t *testing.T) {
 	g.Expect(domain.Devices.TPM.Persistent).To(BeNil(), "a TPM's state is not kept unless asked")
 	g.Expect(domain.Firmware.Bootloader.EFI.Persistent).To(BeNil())
 	g.Expect(vm.Labels).NotTo(HaveKey(clusterv1.MachineDeploymentNameLabel))
+}
+
+func TestLongMachineNamesReachTheVM(t *testing.T) {
+	g := NewWithT(t)
+	in := testInput()
+	long := strings.Repeat("cluster-with-a-long-name-", 4) + "md-0-7c9f8-x2kqz"
+	in.Machine.Name = long
+
+	vm, err := BuildVM(in)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(vm.Name).To(Equal(naming.VMName(long)))
+	g.Expect(vm.Spec.Template.Spec.Hostname).To(Equal(vm.Name), "the guest's hostname is the VM's name")
+	g.Expect(vm.Annotations).To(HaveKeyWithValue(naming.AnnotationMachine, long))
+	g.Expect(vm.Spec.Template.ObjectMeta.Annotations).To(HaveKeyWithValue(naming.AnnotationMachine, long), "VMIs map back to the machine too")
+	for _, labels := range []map[string]string{vm.Labels, vm.Spec.Template.ObjectMeta.Labels} {
+		for k, v := range labels {
+			g.Expect(validation.IsValidLabelValue(v)).To(BeEmpty(), "label %s=%q", k, v)
+		}
+	}
+	g.Expect(OwnedBy(vm.Labels, in.Guest, in.Machine)).To(BeTrue())
+	g.Expect(OwnedBy(vm.Labels, naming.Guest{Namespace: in.Guest.Namespace, Name: in.Guest.Name, Mark: "0123456789"}, in.Machine)).To(BeFalse(),
+		"the same machine name in another management cluster's cluster of the same name")
+
+	ns, name, ok := naming.MachineOf(vm)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(ns + "/" + name).To(Equal(in.Machine.Namespace + "/" + long))
+
+	// A VM made before the annotation existed maps back by its label.
+	delete(vm.Annotations, naming.AnnotationMachine)
+	vm.Labels[naming.LabelMachine] = "cp-abcde"
+	_, name, _ = naming.MachineOf(vm)
+	g.Expect(name).To(Equal("cp-abcde"))
+
 }

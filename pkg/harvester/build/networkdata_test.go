@@ -1,4 +1,4 @@
-package harvester
+package build
 
 import (
 	"net/netip"

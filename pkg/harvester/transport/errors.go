@@ -1,4 +1,4 @@
-package harvester
+package transport
 
 import (
 	"context"
@@ -66,14 +66,14 @@ func AsError(err error) (*Error, bool) {
 	return e, ok
 }
 
-// referenceError is a missing or not yet usable object the spec names.
-func referenceError(reason, format string, args ...any) *Error {
+// ReferenceError is a missing or not yet usable object the spec names.
+func ReferenceError(reason, format string, args ...any) *Error {
 	return &Error{Kind: KindReference, Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
-// nameTaken is an object of the provider's name that someone else made: looked at again, as
+// NameTaken is an object of the provider's name that someone else made: looked at again, as
 // nothing of the provider's watches it go.
-func nameTaken(format string, args ...any) *Error {
+func NameTaken(format string, args ...any) *Error {
 	return &Error{Kind: KindReference, Reason: infrav1.NameTakenReason, Message: fmt.Sprintf(format, args...)}
 }
 

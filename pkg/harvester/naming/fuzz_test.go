@@ -1,4 +1,4 @@
-package harvester
+package naming_test
 
 import (
 	"strings"
@@ -10,6 +10,8 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 // FuzzNames checks the names the provider gives Harvester objects, for any input: each is what
@@ -44,7 +46,7 @@ func FuzzNames(f *testing.F) {
 		expect("service load balancer", lb, validation.IsDNS1035Label(lb), 63)
 
 		// Clusters of this and earlier versions: with an owner mark, and without.
-		guests := []Guest{{Namespace: namespace, Name: name}, {Namespace: namespace, Name: name, Mark: NewOwnerMark(types.UID(uid))}}
+		guests := []naming.Guest{{Namespace: namespace, Name: name}, {Namespace: namespace, Name: name, Mark: naming.NewOwnerMark(types.UID(uid))}}
 		for _, guest := range guests {
 			cp := once("LoadBalancerName", guest.LoadBalancerName)
 			expect("control-plane load balancer", cp, validation.IsDNS1035Label(cp), 63)
@@ -56,7 +58,7 @@ func FuzzNames(f *testing.F) {
 			if len(validation.IsDNS1123Label(namespace)) == 0 && len(validation.IsDNS1123Subdomain(name)) == 0 {
 				expect("cluster ID", id, validation.IsValidLabelValue(id), 63)
 			}
-			if a, b := namespace+"/"+name, cluster+"/"+other; a != b && cp == (Guest{Namespace: cluster, Name: other, Mark: guest.Mark}).LoadBalancerName() {
+			if a, b := namespace+"/"+name, cluster+"/"+other; a != b && cp == (naming.Guest{Namespace: cluster, Name: other, Mark: guest.Mark}).LoadBalancerName() {
 				t.Fatalf("clusters %s and %s share load balancer %q", a, b, cp)
 			}
 		}
@@ -64,30 +66,30 @@ func FuzzNames(f *testing.F) {
 			t.Fatalf("cluster %s/%s has the same names with and without an owner mark", namespace, name)
 		}
 
-		binding := once("CSIBindingName", func() string { return CSIBindingName(namespace, name) })
+		binding := once("CSIBindingName", func() string { return naming.CSIBindingName(namespace, name) })
 		expect("CSI ClusterRoleBinding", binding, validation.IsDNS1123Subdomain(binding), 253)
 
 		value := once("guestcloud.LabelValue", func() string { return guestcloud.LabelValue(cluster) })
 		expect("label value", value, validation.IsValidLabelValue(value), 63)
 
-		vm := once("VMName", func() string { return VMName(machine) })
+		vm := once("VMName", func() string { return naming.VMName(machine) })
 		expect("VM name", vm, validation.IsDNS1123Label(vm), 63)
 		if len(validation.IsDNS1123Label(machine)) == 0 && vm != machine {
 			t.Fatalf("VM name %q of machine %q: a name that is a label must stay", vm, machine)
 		}
-		if machine != other && vm == VMName(other) {
+		if machine != other && vm == naming.VMName(other) {
 			t.Fatalf("machines %q and %q share VM name %q", machine, other, vm)
 		}
-		label := once("MachineLabelValue", func() string { return MachineLabelValue(machine) })
+		label := once("MachineLabelValue", func() string { return naming.MachineLabelValue(machine) })
 		expect("machine label", label, validation.IsValidLabelValue(label), 63)
 
 		// Machines' names are DNS subdomains (the apiserver sees to it); the names derived from
 		// them must be too, whatever their length.
 		if len(validation.IsDNS1123Subdomain(machine)) == 0 {
-			secret := once("CloudInitSecretName", func() string { return CloudInitSecretName(machine) })
+			secret := once("CloudInitSecretName", func() string { return naming.CloudInitSecretName(machine) })
 			expect("cloud-init Secret", secret, validation.IsDNS1123Subdomain(secret), 253)
 			m := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Name: machine, UID: "0f8fad5b-d9cb-469f-a165-70867728950e"}}
-			claim := once("ClaimName", func() string { return ClaimName(m, "disk-0") })
+			claim := once("ClaimName", func() string { return build.ClaimName(m, "disk-0") })
 			expect("volume claim", claim, validation.IsDNS1123Subdomain(claim), 253)
 		}
 	})

@@ -1,4 +1,4 @@
-package harvester_test
+package transport_test
 
 import (
 	"bufio"
@@ -39,7 +39,8 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
 
@@ -62,7 +63,7 @@ func (s countedSource) Start(ctx context.Context, queue workqueue.TypedRateLimit
 // whose cache failed or stopped is rebuilt by the next Get.
 func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 	g := NewWithT(t)
-	f := &harvester.ClientFactory{QPS: 50, Burst: 100, SyncTimeout: 300 * time.Millisecond}
+	f := &transport.ClientFactory{QPS: 50, Burst: 100, SyncTimeout: 300 * time.Millisecond}
 	ctx, sim := startFactory(t, g, f)
 	proxyPort := proxyPortOf(g, sim.APIServerURL())
 
@@ -85,7 +86,7 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 
 	// The controllers' watches: the cached kinds and the hosts.
 	var started, live atomic.Int64
-	kinds := append(harvester.CachedKinds(), &corev1.Node{})
+	kinds := append(transport.CachedKinds(), &corev1.Node{})
 	f.WatchCaches(c, func(hc cache.Cache) []source.Source {
 		var sources []source.Source
 		for _, kind := range kinds {
@@ -107,7 +108,7 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		identity.Data = map[string][]byte{infrav1.IdentitySecretKey: kubeconfig}
 	}
-	get := func(g Gomega) *harvester.Client {
+	get := func(g Gomega) *transport.Client {
 		hc, err := f.Get(ctx, user, identity, namespace, "")
 		g.Expect(err).NotTo(HaveOccurred())
 		return hc
@@ -133,7 +134,7 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 		rotate()
 		if slow {
 			_, err := f.Get(ctx, user, identity, namespace, "")
-			g.Expect(err).To(MatchError(harvester.ErrNotSynced), "rotation %d", i)
+			g.Expect(err).To(MatchError(transport.ErrNotSynced), "rotation %d", i)
 			sim.Faults.Clear()
 			continue
 		}
@@ -147,7 +148,7 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 		sim.Faults.Latency("virtualmachines", time.Second)
 		rotate()
 		_, err := f.Get(ctx, user, identity, namespace, "")
-		g.Expect(err).To(MatchError(harvester.ErrNotSynced), "outage %d", i)
+		g.Expect(err).To(MatchError(transport.ErrNotSynced), "outage %d", i)
 		g.Expect(sim.StopAPI()).To(Succeed())
 		if i%2 == 0 {
 			rotate()
@@ -171,7 +172,7 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 	_, err = f.Get(ctx, other, otherIdentity, namespace, "")
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(sim.StartAPI(ctx)).To(Succeed())
-	var first *harvester.Client
+	var first *transport.Client
 	g.Eventually(func(g Gomega) {
 		first, err = f.Get(ctx, other, otherIdentity, namespace, "")
 		g.Expect(err).NotTo(HaveOccurred())
@@ -303,7 +304,7 @@ func TestSilentHarvesterHoldsUpOnlyItsOwnIdentity(t *testing.T) {
 	scheme, err := guestcloud.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())
 	// Requests wait as long as the silent Harvester does: only the test ends its silence.
-	f := &harvester.ClientFactory{Scheme: scheme, QPS: 50, Burst: 100, RequestTimeout: time.Hour}
+	f := &transport.ClientFactory{Scheme: scheme, QPS: 50, Burst: 100, RequestTimeout: time.Hour}
 	go func() { _ = f.Start(ctx) }()
 	workingIdentity := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "working"},
 		Data: map[string][]byte{infrav1.IdentitySecretKey: working}}
@@ -336,7 +337,7 @@ func TestSilentHarvesterHoldsUpOnlyItsOwnIdentity(t *testing.T) {
 // make N copies of the namespace.
 func TestClustersOfOneIdentityCacheOnlyTheirOwnObjects(t *testing.T) {
 	g := NewWithT(t)
-	f := &harvester.ClientFactory{QPS: 50, Burst: 100}
+	f := &transport.ClientFactory{QPS: 50, Burst: 100}
 	ctx, sim := startFactory(t, g, f)
 
 	kubeconfig, err := sim.Kubeconfig(ctx, harvestersim.ProviderIdentityNamespace, harvestersim.ProviderIdentityName, "", time.Hour)
@@ -346,11 +347,11 @@ func TestClustersOfOneIdentityCacheOnlyTheirOwnObjects(t *testing.T) {
 	const namespace = "guests"
 	for _, cluster := range []string{"ns.a", "ns.b"} {
 		vm := harvestersim.SampleVM(namespace, "vm-"+strings.ReplaceAll(cluster, ".", "-"), "")
-		vm.Labels = map[string]string{harvester.LabelManagedBy: harvester.ManagedByValue, harvester.LabelCluster: cluster}
+		vm.Labels = map[string]string{naming.LabelManagedBy: naming.ManagedByValue, naming.LabelCluster: cluster}
 		g.Expect(sim.Env.Client.Create(ctx, vm)).To(Succeed())
 	}
 
-	var a, b *harvester.Client
+	var a, b *transport.Client
 	g.Eventually(func(g Gomega) {
 		a, err = f.Get(ctx, "HarvesterCluster/ns/a", identity, namespace, "ns.a")
 		g.Expect(err).NotTo(HaveOccurred())
@@ -381,7 +382,7 @@ func TestClustersOfOneIdentityCacheOnlyTheirOwnObjects(t *testing.T) {
 
 // startFactory starts a simulated Harvester and f (with the Harvester scheme) until the test
 // ends; it skips the test under -short.
-func startFactory(t *testing.T, g Gomega, f *harvester.ClientFactory) (context.Context, *harvestersim.Harvester) {
+func startFactory(t *testing.T, g Gomega, f *transport.ClientFactory) (context.Context, *harvestersim.Harvester) {
 	if testing.Short() {
 		t.Skip("starts a simulated Harvester")
 	}
@@ -402,7 +403,7 @@ func startFactory(t *testing.T, g Gomega, f *harvester.ClientFactory) (context.C
 // connection.
 func TestHostEventsReachOnlyTheUsersOfTheirConnection(t *testing.T) {
 	g := NewWithT(t)
-	f := &harvester.ClientFactory{QPS: 50, Burst: 100}
+	f := &transport.ClientFactory{QPS: 50, Burst: 100}
 	ctx, sim := startFactory(t, g, f)
 
 	c, err := controller.NewUnmanaged("host-events", controller.Options{
@@ -458,7 +459,7 @@ func TestHostEventsReachOnlyTheUsersOfTheirConnection(t *testing.T) {
 // identities leave another tenant's connection untouched.
 func TestSilentHarvestersAreRememberedPerIdentity(t *testing.T) {
 	g := NewWithT(t)
-	f := &harvester.ClientFactory{QPS: 50, Burst: 100, RequestTimeout: 300 * time.Millisecond, SyncTimeout: 2 * time.Second}
+	f := &transport.ClientFactory{QPS: 50, Burst: 100, RequestTimeout: 300 * time.Millisecond, SyncTimeout: 2 * time.Second}
 	ctx, sim := startFactory(t, g, f)
 
 	var reached atomic.Int64
@@ -513,7 +514,7 @@ func TestSilentHarvestersAreRememberedPerIdentity(t *testing.T) {
 // (it used to read the whole stream into the heap), and the cluster's condition says why.
 func TestEndlessAnswersAreCutOffAtTheirBound(t *testing.T) {
 	g := NewWithT(t)
-	f := &harvester.ClientFactory{QPS: 50, Burst: 100, RequestTimeout: time.Minute}
+	f := &transport.ClientFactory{QPS: 50, Burst: 100, RequestTimeout: time.Minute}
 	ctx, _ := startFactory(t, g, f)
 	var written atomic.Int64
 	chunk := []byte(strings.Repeat("x", 1<<20))
@@ -543,9 +544,9 @@ func TestEndlessAnswersAreCutOffAtTheirBound(t *testing.T) {
 	// What the condition says of the cut answer is TestAnswersAreReadUpToTheirBound's: here
 	// discovery's own errors may come first (one make test run reported "the request to
 	// Harvester failed"), so only the bound is checked.
-	e, ok := harvester.AsError(harvester.ClassifyError(err, "connecting"))
+	e, ok := transport.AsError(transport.ClassifyError(err, "connecting"))
 	g.Expect(ok).To(BeTrue())
 	t.Logf("the condition would say: %s", e.Message)
 	// What the server managed to write: the bound, and what the TCP buffers took.
-	g.Expect(written.Load()).To(BeNumerically("<", int64(harvester.MaxAnswerBytes)+32<<20))
+	g.Expect(written.Load()).To(BeNumerically("<", int64(transport.MaxAnswerBytes)+32<<20))
 }

@@ -1,4 +1,4 @@
-package harvester
+package transport
 
 // StopCacheForTest ends the cache of an identity's connection for cluster as its Start returning
 // would, and leaves the connection in place: what Get finds after a cache stopped by itself. It

@@ -1,4 +1,4 @@
-package harvester
+package build
 
 import (
 	"crypto/sha256"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 // StaticNIC is one NIC of a machine as the guest's network-data describes it: matched by its
@@ -34,7 +36,7 @@ type StaticAddress struct {
 // IPAddressClaimName is the IPAddressClaim of a machine's NIC for its pool number i: stable for
 // the machine, so that a retried reconcile finds the claim it made.
 func IPAddressClaimName(machine, nic string, i int) string {
-	return boundedName(fmt.Sprintf("%s-%s-%d", machine, nic, i), 253)
+	return naming.BoundedName(fmt.Sprintf("%s-%s-%d", machine, nic, i), 253)
 }
 
 // StaticMAC is the MAC address the provider pins on a NIC of a machine whose NICs take

@@ -1,4 +1,4 @@
-package harvester
+package transport
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
 // A kubeconfig that does not parse must not have its content echoed into conditions: YAML
@@ -36,10 +37,10 @@ func TestKubeconfigErrorNeverEchoesContent(t *testing.T) {
 
 func TestHashedNamesAreUniqueLabels(t *testing.T) {
 	g := NewWithT(t)
-	a, b := (Guest{Namespace: "a-b", Name: "c"}).LoadBalancerName(), (Guest{Namespace: "a", Name: "b-c"}).LoadBalancerName()
+	a, b := (naming.Guest{Namespace: "a-b", Name: "c"}).LoadBalancerName(), (naming.Guest{Namespace: "a", Name: "b-c"}).LoadBalancerName()
 	g.Expect(a).NotTo(Equal(b))
-	g.Expect((Guest{Namespace: "ns", Name: "My_Cluster.1"}).ServiceAccountName()).To(MatchRegexp(`^guest-my-cluster-1-[0-9a-f]{10}$`))
-	g.Expect(len((Guest{Namespace: "ns", Name: strings.Repeat("x", 100), Mark: "0123456789"}).LoadBalancerName())).To(BeNumerically("<=", 63))
+	g.Expect((naming.Guest{Namespace: "ns", Name: "My_Cluster.1"}).ServiceAccountName()).To(MatchRegexp(`^guest-my-cluster-1-[0-9a-f]{10}$`))
+	g.Expect(len((naming.Guest{Namespace: "ns", Name: strings.Repeat("x", 100), Mark: "0123456789"}).LoadBalancerName())).To(BeNumerically("<=", 63))
 }
 
 // Connections follow their users: a user that switches identity Secrets, or goes away, does not
@@ -79,7 +80,7 @@ func TestCachedObjectsKeepWhatTheProviderReads(t *testing.T) {
 	g := NewWithT(t)
 	managed := []metav1.ManagedFieldsEntry{{Manager: "virt-controller", Operation: metav1.ManagedFieldsOperationUpdate}}
 	meta := metav1.ObjectMeta{Namespace: "guests", Name: "m-1", UID: "u", ResourceVersion: "7",
-		Labels: map[string]string{LabelManagedBy: ManagedByValue}, Finalizers: []string{"f"}, ManagedFields: managed}
+		Labels: map[string]string{naming.LabelManagedBy: naming.ManagedByValue}, Finalizers: []string{"f"}, ManagedFields: managed}
 
 	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: *meta.DeepCopy(),
 		Spec: kubevirtv1.VirtualMachineInstanceSpec{Hostname: "m-1", Networks: []kubevirtv1.Network{{Name: "nic-0"}},
