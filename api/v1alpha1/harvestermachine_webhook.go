@@ -147,8 +147,9 @@ func (s *HarvesterMachineSpec) validate(path *field.Path) field.ErrorList {
 	if strings.TrimSpace(s.UserData) != "" {
 		var cfg map[string]any
 		if err := yaml.Unmarshal([]byte(s.UserData), &cfg); err != nil {
-			// The value is not echoed: user data may hold credentials.
-			errs = append(errs, field.Invalid(path.Child("userData"), "(not shown)", "must be cloud-config, a YAML mapping: "+err.Error()))
+			// Neither the value nor the parser's message (which may quote it) is echoed: user
+			// data may hold credentials.
+			errs = append(errs, field.Invalid(path.Child("userData"), "(not shown)", "must be cloud-config, a YAML mapping"))
 		}
 	}
 	errs = append(errs, s.validateGuestAgent(path)...)

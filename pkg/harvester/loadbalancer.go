@@ -186,12 +186,14 @@ func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav
 
 // isWaiting recognises what Harvester's load-balancer controller (harvester-load-balancer v1.5.0,
 // pkg/controller/loadbalancer and pkg/lb) reports on a load balancer that has no address yet
-// for a passing reason: kube-vip has not given its Service an address yet (every vm-type load
-// balancer, pool or DHCP, goes through this), no backend VM runs yet, or none has passed its
-// health check yet.
+// for a passing reason: its Service is not in the controller's cache yet, or kube-vip has not
+// given it an address yet (every vm-type load balancer, pool or DHCP, goes through both), no
+// backend VM runs yet, or none has passed its health check yet (v1.5.0 writes the last two
+// with the address already set, which the provider reads as ready).
 func isWaiting(problem string) bool {
 	return problem == "" || problem == "no running backend servers" ||
 		strings.HasPrefix(problem, "service is waiting for external IP") ||
+		strings.HasPrefix(problem, "service is not existing") ||
 		strings.HasPrefix(problem, "running backend servers are not probed as healthy")
 }
 

@@ -111,6 +111,7 @@ func TestControlPlaneLoadBalancerReadsHarvesterControllersMessages(t *testing.T)
 		{"service is waiting for external IP", false, time.Minute, infrav1.WaitingForAddressReason, "waiting for Harvester to allocate an address"},
 		{"service is waiting for external IP", true, time.Minute, infrav1.WaitingForAddressReason, "waiting for a DHCP lease"},
 		{"service is waiting for external IP", true, 3 * time.Minute, infrav1.WaitingForAddressReason, "no DHCP lease after 3m"},
+		{"service is not existing, ensure it first", false, time.Minute, infrav1.WaitingForAddressReason, "waiting for Harvester to allocate an address"},
 		{"no running backend servers", false, time.Minute, infrav1.WaitingForAddressReason, "waiting for Harvester to allocate an address"},
 		{"running backend servers are not probed as healthy total:1, healthy:0", false, time.Minute, infrav1.WaitingForAddressReason, "waiting for Harvester"},
 		{"no matched IPPool with requirement &{Network: Project:default Namespace:tenant Cluster:}", false, time.Minute, infrav1.LoadBalancerFailedReason, "Harvester reports: no matched IPPool"},

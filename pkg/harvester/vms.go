@@ -186,7 +186,11 @@ func hasClaimedManagementAddress(m *infrav1.HarvesterMachine) bool {
 func vmiWaitReason(vmi *kubevirtv1.VirtualMachineInstance) (string, string) {
 	for _, c := range vmi.Status.Conditions {
 		if string(c.Type) == string(corev1.PodScheduled) && c.Status == corev1.ConditionFalse {
-			return infrav1.VMUnschedulableReason, "the VM cannot be scheduled: " + c.Message
+			msg := "the VM cannot be scheduled: " + c.Message
+			if cpu := vmi.Spec.Domain.CPU; cpu != nil && cpu.DedicatedCPUPlacement {
+				msg += " (its CPUs are pinned: it runs only on hosts whose CPU manager is enabled, labelled cpumanager=true)"
+			}
+			return infrav1.VMUnschedulableReason, msg
 		}
 	}
 	return infrav1.VMStartingReason, fmt.Sprintf("the VM is %s", vmi.Status.Phase)

@@ -87,7 +87,7 @@ func BuildUserData(in UserDataInput) ([]byte, BootstrapFormat, error) {
 		return out, format, err
 	case FormatShellScript:
 		cfg := additions(in.SSHPublicKeys, in.GuestAgent)
-		if err := mergeUnder(cfg, extra, ""); err != nil {
+		if err := mergeUnder(cfg, extra, "", "the provider"); err != nil {
 			return nil, format, fmt.Errorf("%w: %v", ErrUserDataConflict, err)
 		}
 		out, err := multipartUserData(cfg, in.Bootstrap)
@@ -109,16 +109,61 @@ func ParseExtraUserData(data string) (map[string]any, error) {
 	}
 	var cfg map[string]any
 	if err := yaml.Unmarshal([]byte(data), &cfg); err != nil {
-		return nil, fmt.Errorf("userData is not cloud-config (a YAML mapping): %v", err)
+		// The parser's message may quote the data: not passed on.
+		return nil, errors.New("userData is not cloud-config (a YAML mapping)")
+	}
+	for _, k := range slices.Sorted(maps.Keys(cfg)) {
+		if _, ok := cfg[k].([]any); !ok && slices.Contains(listKeys, k) {
+			return nil, fmt.Errorf("userData's %s must be a list, as cloud-init reads it", k)
+		}
 	}
 	return cfg, nil
 }
 
-// mergeUnder merges extra into base, base winning: a key base lacks is added; lists get extra's
-// items that base's lacks, after base's; mappings merge key by key; a key both set to different
-// values (or to a list and a mapping) is an error that names the key, never the values (the
-// bootstrap data holds credentials).
-func mergeUnder(base, extra map[string]any, path string) error {
+// listKeys are the cloud-config keys whose value is a list, which userData extends.
+var listKeys = []string{"bootcmd", "mounts", "packages", "runcmd", "ssh_authorized_keys", "users", "write_files"}
+
+// itemKeys name the field that identifies an item of a list key: userData's item with the name
+// of one of the base's but other content would replace it when cloud-init applies both (a file
+// written twice, a user defined twice), so it is a conflict rather than an addition.
+var itemKeys = map[string]string{"write_files": "path", "users": "name"}
+
+// jinjaMarkers open Jinja expressions, statements and comments: in bootstrap data that cloud-init
+// renders as a Jinja template, a string of the user's holding one would be rendered too (`{{`
+// replaced, `{#` or `{%` a syntax error that drops the whole part, the join included).
+var jinjaMarkers = []string{"{{", "{%", "{#"}
+
+// jinjaIn returns the path of the first string in v that holds a Jinja marker, or "".
+func jinjaIn(v any, path string) string {
+	switch t := v.(type) {
+	case string:
+		for _, m := range jinjaMarkers {
+			if strings.Contains(t, m) {
+				return path
+			}
+		}
+	case []any:
+		for i, item := range t {
+			if p := jinjaIn(item, fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			if p := jinjaIn(t[k], path+"."+k); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// mergeUnder merges extra into base (what: whose base is, for the messages), base winning: a key
+// base lacks is added; lists get extra's items that base's lacks, after base's (a file or user of
+// base's name with other content is a conflict); mappings merge key by key; a key both set to
+// different values (or to a list and a mapping) is an error that names the key, never the values
+// (the bootstrap data holds credentials).
+func mergeUnder(base, extra map[string]any, path, what string) error {
 	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		v := extra[k]
 		p := k
@@ -134,25 +179,36 @@ func mergeUnder(base, extra map[string]any, path string) error {
 		case []any:
 			e, ok := v.([]any)
 			if !ok {
-				return fmt.Errorf("userData sets %s, which the bootstrap data sets to a list", p)
+				return fmt.Errorf("userData sets %s, which %s sets to a list", p, what)
 			}
 			for _, item := range e {
-				if !slices.ContainsFunc(c, func(x any) bool { return reflect.DeepEqual(x, item) }) {
-					c = append(c, item)
+				if slices.ContainsFunc(c, func(x any) bool { return reflect.DeepEqual(x, item) }) {
+					continue
 				}
+				if id, ok := itemKeys[p]; ok {
+					if m, ok := item.(map[string]any); ok {
+						if name, ok := m[id].(string); ok && slices.ContainsFunc(c, func(x any) bool {
+							xm, ok := x.(map[string]any)
+							return ok && xm[id] == name
+						}) {
+							return fmt.Errorf("userData's %s has an item with %s %s, which %s has with other content (%s's is kept: leave it out of userData)", p, id, name, what, what)
+						}
+					}
+				}
+				c = append(c, item)
 			}
 			base[k] = c
 		case map[string]any:
 			e, ok := v.(map[string]any)
 			if !ok {
-				return fmt.Errorf("userData sets %s, which the bootstrap data sets to a mapping", p)
+				return fmt.Errorf("userData sets %s, which %s sets to a mapping", p, what)
 			}
-			if err := mergeUnder(c, e, p); err != nil {
+			if err := mergeUnder(c, e, p, what); err != nil {
 				return err
 			}
 		default:
 			if !reflect.DeepEqual(cur, v) {
-				return fmt.Errorf("userData sets %s, which the bootstrap data sets to another value (the bootstrap data's is kept: leave %s out of userData)", p, p)
+				return fmt.Errorf("userData sets %s, which %s sets to another value (%s's is kept: leave %s out of userData)", p, what, what, p)
 			}
 		}
 	}
@@ -203,7 +259,12 @@ func mergeCloudConfig(bootstrap []byte, sshKeys []string, agent infrav1.GuestAge
 	if cfg == nil {
 		cfg = map[string]any{}
 	}
-	if err := mergeUnder(cfg, extra, ""); err != nil {
+	if header != nil {
+		if p := jinjaIn(map[string]any(extra), ""); p != "" {
+			return nil, fmt.Errorf("%w: userData's %s holds Jinja syntax ({{, {%% or {#), which cloud-init would render in this bootstrap data's template", ErrUserDataConflict, strings.TrimPrefix(p, "."))
+		}
+	}
+	if err := mergeUnder(cfg, extra, "", "the bootstrap data"); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUserDataConflict, err)
 	}
 	add := additions(sshKeys, agent)

@@ -162,6 +162,30 @@ func TestBuildUserDataMergesTheMachinesUserDataUnderTheBootstrapData(t *testing.
 		g.Expect(err.Error()).To(ContainSubstring(clash.key))
 		g.Expect(err.Error()).NotTo(Or(ContainSubstring("s3cr3t"), ContainSubstring("node-1"), ContainSubstring("node-9")), "no value in the message")
 	}
+	// A file of the bootstrap data's, written again with other content, would replace it.
+	_, _, err = BuildUserData(UserDataInput{Bootstrap: []byte(bootstrap), Extra: "write_files: [{path: /etc/kubeadm.yaml, content: mine}]\n"})
+	g.Expect(errors.Is(err, ErrUserDataConflict)).To(BeTrue())
+	g.Expect(err.Error()).To(And(ContainSubstring("write_files"), ContainSubstring("/etc/kubeadm.yaml"), Not(ContainSubstring("s3cr3t"))))
+	// A list key given as something else is refused rather than dropped.
+	_, _, err = BuildUserData(UserDataInput{Bootstrap: []byte("#cloud-config\nhostname: a\n"), Extra: "runcmd: echo hi\n"})
+	g.Expect(errors.Is(err, ErrUserDataConflict)).To(BeTrue())
+	g.Expect(err.Error()).To(ContainSubstring("runcmd must be a list"))
+	// Bootstrap data that cloud-init renders as Jinja (CAPI's kubeadm data) would render the
+	// user's strings too: Jinja syntax in them is refused, naming where; elsewhere it is kept.
+	jinja := "## template: jinja\n#cloud-config\nruncmd: [kubeadm join]\n"
+	template := "write_files: [{path: /etc/app.tmpl, content: 'port: {{ .Port }}'}]\n"
+	_, _, err = BuildUserData(UserDataInput{Bootstrap: []byte(jinja), Extra: template})
+	g.Expect(errors.Is(err, ErrUserDataConflict)).To(BeTrue())
+	g.Expect(err.Error()).To(ContainSubstring("write_files[0].content holds Jinja syntax"))
+	out, _, err = BuildUserData(UserDataInput{Bootstrap: []byte("#cloud-config\nruncmd: [kubeadm join]\n"), Extra: template, GuestAgent: infrav1.GuestAgentNone})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(out)).To(ContainSubstring("{{ .Port }}"))
+	// With a script bootstrap the base is the provider's own additions, and the message says so.
+	_, _, err = BuildUserData(UserDataInput{Bootstrap: []byte("#!/bin/sh\necho join\n"), Extra: "packages: {a: b}\n"})
+	g.Expect(err).To(HaveOccurred())
+	_, _, err = BuildUserData(UserDataInput{Bootstrap: []byte("#!/bin/sh\necho join\n"), SSHPublicKeys: []string{"ssh-ed25519 AAA k"}, Extra: "ssh_authorized_keys: [ssh-ed25519 BBB j]\n"})
+	g.Expect(err).NotTo(HaveOccurred(), "lists merge with the provider's too")
+
 	_, _, err = BuildUserData(UserDataInput{Bootstrap: []byte("Content-Type: multipart/mixed\n"), Extra: extra})
 	g.Expect(errors.Is(err, ErrUserDataConflict)).To(BeTrue(), "unknown formats take no userData")
 	_, _, err = BuildUserData(UserDataInput{Bootstrap: []byte(bootstrap), Extra: "- not a mapping\n"})
