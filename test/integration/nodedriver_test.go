@@ -122,7 +122,7 @@ func TestMachineWithNodeDriverOptions(t *testing.T) {
 		cond := conditions.Get(&hms.Items[0], infrav1.VirtualMachineReadyCondition)
 		g.Expect(cond).NotTo(BeNil())
 		g.Expect(cond.Reason).To(Equal(infrav1.UserDataConflictReason))
-		g.Expect(cond.Message).To(ContainSubstring("userData sets runcmd"))
+		g.Expect(cond.Message).To(ContainSubstring("userData's runcmd must be a list"))
 		g.Expect(cond.Message).NotTo(ContainSubstring("echo join"), "no value of the bootstrap data")
 		g.Expect(apierrors.IsNotFound(testBed.Harvester.Client().Get(ctx, client.ObjectKey{Namespace: "guests", Name: hms.Items[0].Name}, &kubevirtv1.VirtualMachine{}))).To(BeTrue(), "no VM")
 	}, time.Minute, 100*time.Millisecond).Should(Succeed())
