@@ -29,25 +29,11 @@ import (
 // nothing of this provider. A test installs the provider with clusterctl, then
 // StartInstalledProvider runs what clusterctl applied.
 func (b *Bed) AddBareManagement(ctx context.Context) (*Management, error) {
-	env, err := testenv.StartBareManagement()
+	m, err := b.startManagement(ctx, testenv.StartBareManagement)
 	if err != nil {
 		return nil, err
 	}
-	m := &Management{Env: env}
-	b.mu.Lock()
-	b.managements = append(b.managements, m)
-	b.mu.Unlock()
-	if m.ClusterCache, err = testenv.AddCAPICore(ctx, env); err != nil {
-		return nil, err
-	}
-	if b.options.Kubeadm {
-		if err := testenv.AddKubeadmProviders(ctx, env, m.ClusterCache); err != nil {
-			return nil, err
-		}
-	}
-	if err := env.StartManager(ctx); err != nil {
-		return nil, err
-	}
+	env := m.Env
 	if err := installCertManagerAPI(ctx, env.Client); err != nil {
 		return nil, err
 	}
