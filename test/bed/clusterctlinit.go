@@ -29,11 +29,25 @@ import (
 // nothing of this provider. A test installs the provider with clusterctl, then
 // StartInstalledProvider runs what clusterctl applied.
 func (b *Bed) AddBareManagement(ctx context.Context) (*Management, error) {
-	m, err := b.startManagement(ctx, testenv.StartBareManagement)
+	env, err := testenv.StartBareManagement()
 	if err != nil {
 		return nil, err
 	}
-	env := m.Env
+	m := &Management{Env: env}
+	b.mu.Lock()
+	b.managements = append(b.managements, m)
+	b.mu.Unlock()
+	if m.ClusterCache, err = testenv.AddCAPICore(ctx, env); err != nil {
+		return nil, err
+	}
+	if b.options.Kubeadm {
+		if err := testenv.AddKubeadmProviders(ctx, env, m.ClusterCache); err != nil {
+			return nil, err
+		}
+	}
+	if err := env.StartManager(ctx); err != nil {
+		return nil, err
+	}
 	if err := installCertManagerAPI(ctx, env.Client); err != nil {
 		return nil, err
 	}

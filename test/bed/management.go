@@ -22,23 +22,7 @@ type Management struct {
 
 // AddManagement starts another management cluster; Stop stops it (its Clusters deleted first).
 func (b *Bed) AddManagement(ctx context.Context, o ProviderOptions) (*Management, error) {
-	m, err := b.startManagement(ctx, testenv.StartManagementWithoutProvider)
-	if err != nil {
-		return nil, err
-	}
-	env := m.Env
-	if m.Provider, err = installProvider(ctx, env, o); err != nil {
-		return nil, err
-	}
-	// The node agent finds the bootstrap data of the machines this cluster manages.
-	b.Nodes.AddManagement(env.Client)
-	return m, nil
-}
-
-// startManagement starts a management cluster's apiserver with start and runs Cluster API's
-// core (and the kubeadm providers when the bed runs them) in-process on it; the bed stops it.
-func (b *Bed) startManagement(ctx context.Context, start func() (*testenv.Environment, error)) (*Management, error) {
-	env, err := start()
+	env, err := testenv.StartManagementWithoutProvider()
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +38,15 @@ func (b *Bed) startManagement(ctx context.Context, start func() (*testenv.Enviro
 			return nil, err
 		}
 	}
-	return m, env.StartManager(ctx)
+	if err := env.StartManager(ctx); err != nil {
+		return nil, err
+	}
+	if m.Provider, err = installProvider(ctx, env, o); err != nil {
+		return nil, err
+	}
+	// The node agent finds the bootstrap data of the machines this cluster manages.
+	b.Nodes.AddManagement(env.Client)
+	return m, nil
 }
 
 // StopManagement stops a management cluster AddManagement started, before the bed's end: its

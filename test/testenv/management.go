@@ -127,18 +127,9 @@ func StartManagement() (*Environment, error) {
 // StartManagementWithoutProvider starts a management cluster with this provider's CRDs but not
 // its webhooks: the provider's manager binary, installed from its components, serves those.
 func StartManagementWithoutProvider() (*Environment, error) {
-	o, err := managementOptionsWithoutProvider()
-	if err != nil {
-		return nil, err
-	}
-	return Start(o)
-}
-
-// managementOptionsWithoutProvider are ManagementOptions less this provider's webhooks.
-func managementOptionsWithoutProvider() (Options, error) {
 	o, err := ManagementOptions()
 	if err != nil {
-		return Options{}, err
+		return nil, err
 	}
 	o.MutatingWebhooks = slices.DeleteFunc(o.MutatingWebhooks, func(w *admissionv1.MutatingWebhookConfiguration) bool {
 		return strings.HasPrefix(w.Name, providerWebhookPrefix)
@@ -147,20 +138,27 @@ func managementOptionsWithoutProvider() (Options, error) {
 		return strings.HasPrefix(w.Name, providerWebhookPrefix)
 	})
 	o.SetupWebhooks = setupCAPIWebhooks
-	return o, nil
+	return Start(o)
 }
 
 // StartBareManagement starts a management cluster as a platform admin has one before
 // `clusterctl init --infrastructure harvester`: Cluster API's and the kubeadm providers' CRDs and
 // webhooks, and nothing of this provider (clusterctl installs its CRDs with its components).
 func StartBareManagement() (*Environment, error) {
-	o, err := managementOptionsWithoutProvider()
+	o, err := ManagementOptions()
 	if err != nil {
 		return nil, err
 	}
 	o.CRDs = slices.DeleteFunc(o.CRDs, func(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		return crd.Spec.Group == infrav1.GroupVersion.Group
 	})
+	o.MutatingWebhooks = slices.DeleteFunc(o.MutatingWebhooks, func(w *admissionv1.MutatingWebhookConfiguration) bool {
+		return strings.HasPrefix(w.Name, providerWebhookPrefix)
+	})
+	o.ValidatingWebhooks = slices.DeleteFunc(o.ValidatingWebhooks, func(w *admissionv1.ValidatingWebhookConfiguration) bool {
+		return strings.HasPrefix(w.Name, providerWebhookPrefix)
+	})
+	o.SetupWebhooks = setupCAPIWebhooks
 	return Start(o)
 }
 
