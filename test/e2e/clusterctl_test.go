@@ -47,7 +47,7 @@ var _ = Describe("clusterctl with a release built here", func() {
 		Expect(testBed.Harvester.AddTargetNamespace(ctx, target)).To(Succeed())
 		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
 			Name: "loopback-" + target, Subnet: "127.77.0.0/24", RangeStart: "127.77.0.50", RangeEnd: "127.77.0.59",
-			Namespace: target, Priority: 10,
+			Namespace: target, Priority: testBed.Harvester.UniquePriority(),
 		})).To(Succeed())
 
 		// The user's machine: a home with clusterctl's configuration, and a checkout where `make

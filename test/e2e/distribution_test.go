@@ -58,7 +58,7 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 	// cluster's Harvester namespace.
 	Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
 		Name: "loopback-" + namespace, Subnet: "127.77.0.0/24", RangeStart: firstIP, RangeEnd: lastIP,
-		Namespace: target, Priority: 10,
+		Namespace: target, Priority: testBed.Harvester.UniquePriority(),
 	})).To(Succeed())
 	// The platform admin lends the tenant an identity (docs/harvester-identity.md).
 	Expect(testBed.LendIdentity(ctx, namespace, namespace, target)).To(Succeed())

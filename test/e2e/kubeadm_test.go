@@ -49,7 +49,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		// the guest's Services too.
 		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
 			Name: "loopback-" + namespace, Subnet: "127.77.0.0/24", RangeStart: firstIP, RangeEnd: lastIP,
-			Namespace: target, Priority: 10,
+			Namespace: target, Priority: testBed.Harvester.UniquePriority(),
 		})).To(Succeed())
 		// The platform admin lends the tenant an identity: the kubeadm flavour as
 		// docs/getting-started.md says, with its commands, then widened to this test's

@@ -20,8 +20,7 @@ func (h *Harvester) setupControllers() error {
 		func() error { return (&vmReconciler{Client: c}).setup(mgr) },
 		func() error { return (&vmiReconciler{Client: c, h: h}).setup(mgr) },
 		func() error { return (&pvcReconciler{Client: c}).setup(mgr) },
-		func() error { return (&lbReconciler{Client: c, h: h}).setup(mgr) },
-		func() error { return (&ipPoolReconciler{Client: c}).setup(mgr) },
+		func() error { return (&kubeVIPReconciler{Client: c, h: h}).setup(mgr) },
 		func() error { return (&migrationReconciler{Client: c}).setup(mgr) },
 	} {
 		if err := setup(); err != nil {

@@ -12,9 +12,9 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -87,7 +87,10 @@ type IPPoolSpec struct {
 	// means "*", "none" only load balancers without one (those of VMs).
 	GuestCluster string
 	Priority     uint32
-	Global       bool // labelled as the global pool
+	// Global makes it the global pool, the one load balancers no other pool matches take: its
+	// scope is everything. Harvester's webhook labels a pool global by its scope alone, so a pool
+	// with Namespace "*" and GuestCluster "" or "*" is global too (and at most one may be).
+	Global bool
 }
 
 // DefaultOptions: three hosts in two zones of one region, two VLAN networks, one pool for the
@@ -155,6 +158,9 @@ type Harvester struct {
 
 	proxy *faultProxy
 	ips   *ipAllocator
+	lb    *loadBalancerProcesses // Harvester's own load balancer controller and webhook
+
+	priorities atomic.Uint32 // UniquePriority's
 
 	mu        sync.Mutex
 	endpoints []*faultProxy // NewEndpoint's
@@ -183,8 +189,7 @@ func Start(ctx context.Context, o Options) (*Harvester, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := testenv.Start(testenv.Options{Name: "harvester", Scheme: scheme, CRDs: crds,
-		MutatingWebhooks: []*admissionv1.MutatingWebhookConfiguration{lbWebhook()}, SetupWebhooks: setupLBWebhook})
+	env, err := testenv.Start(testenv.Options{Name: "harvester", Scheme: scheme, CRDs: crds})
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +209,12 @@ func (h *Harvester) start(ctx context.Context) error {
 		return fmt.Errorf("seeding the simulated Harvester: %w", err)
 	}
 	if h.proxy, err = startFaultProxy(h.Env.Config, h.Faults); err != nil {
+		return err
+	}
+	if err := h.startLoadBalancer(ctx); err != nil {
+		return err
+	}
+	if err := h.seedIPPools(ctx); err != nil {
 		return err
 	}
 	if err := h.setupControllers(); err != nil {
@@ -227,7 +238,7 @@ func (h *Harvester) Stop() error {
 			err = errors.Join(err, p.close())
 		}
 		h.mu.Unlock()
-		err = errors.Join(err, h.Env.Stop())
+		err = errors.Join(err, h.lb.stop(), h.Env.Stop())
 	})
 	return err
 }

@@ -100,6 +100,11 @@ func (h *Harvester) seed(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// seedIPPools creates the options' pools once Harvester's load balancer webhook admits them.
+func (h *Harvester) seedIPPools(ctx context.Context) error {
 	for _, p := range h.Options.IPPools {
 		if err := h.AddIPPool(ctx, p); err != nil {
 			return err
@@ -256,6 +261,11 @@ func (h *Harvester) AddNetwork(ctx context.Context, n Network) error {
 	return createIfMissing(ctx, h.Env.Client, networkAttachmentDefinition(n))
 }
 
+// UniquePriority returns a pool priority (10 and up) that no pool of this Harvester was given
+// by it before: Harvester's webhook refuses two non-global pools of one non-zero priority, so
+// tests that each add a pool preferred over the defaults take their priority here.
+func (h *Harvester) UniquePriority() uint32 { return 10 + h.priorities.Add(1) - 1 }
+
 // AddIPPool creates a load-balancer IP pool.
 func (h *Harvester) AddIPPool(ctx context.Context, p IPPoolSpec) error {
 	pool := &lbv1.IPPool{
@@ -279,7 +289,9 @@ func (h *Harvester) AddIPPool(ctx context.Context, p IPPoolSpec) error {
 		pool.Spec.Selector.Scope = []lbv1.Tuple{{Project: "*", Namespace: p.Namespace, GuestCluster: cluster}}
 	}
 	if p.Global {
-		pool.Labels = map[string]string{LabelGlobalIPPool: "true"}
+		// Harvester's webhook labels a pool global when its scope is all projects, namespaces
+		// and clusters (and takes the label off any other).
+		pool.Spec.Selector.Scope = []lbv1.Tuple{{Project: "*", Namespace: "*", GuestCluster: "*"}}
 	}
 	return createIfMissing(ctx, h.Env.Client, pool)
 }

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		{Name: "tiny", Subnet: "10.30.0.0/24", RangeStart: "10.30.0.10", RangeEnd: "10.30.0.11",
 			Gateway: "10.30.0.1", Namespace: "*", GuestCluster: "tiny", Priority: 10},
 		{Name: "node-driver", Subnet: "10.50.0.0/24", RangeStart: "10.50.0.10", RangeEnd: "10.50.0.20",
-			Gateway: "10.50.0.1", Network: "default/vlan20", Namespace: "*"},
+			Gateway: "10.50.0.1", Network: "default/vlan20", Namespace: ns},
 		{Name: "global", Subnet: "10.40.0.0/24", RangeStart: "10.40.0.10", RangeEnd: "10.40.0.99",
 			Gateway: "10.40.0.1", Global: true},
 	}
