@@ -411,9 +411,25 @@ func (l *loadBalancers) get(ctx context.Context, name string) (*lbv1.LoadBalance
 	return lb, nil
 }
 
+// deleteHarvesterLB deletes the Service's load balancer once Harvester's controller guards its
+// pool address (guestcloud.PoolAddressUnguarded), and only as it was when checked (a write in
+// between, such as an address allocated after the check, makes it look again).
 func (l *loadBalancers) deleteHarvesterLB(ctx context.Context, svc *corev1.Service) error {
-	lb := &lbv1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: l.cloud.namespace, Name: l.nameOf(svc)}}
-	if err := l.cloud.client.Delete(ctx, lb); client.IgnoreNotFound(err) != nil {
+	lb, err := l.get(ctx, l.nameOf(svc))
+	if err != nil || lb == nil {
+		return err
+	}
+	if guestcloud.PoolAddressUnguarded(lb) {
+		return fmt.Errorf("load balancer %s/%s of Service %s/%s holds address %s of pool %s, which Harvester's load balancer controller has not taken charge of yet; deleting it now would leave the address allocated in the pool, so it is deleted once the controller's finalizer is on it",
+			lb.Namespace, lb.Name, svc.Namespace, svc.Name, lb.Status.AllocatedAddress.IP, lb.Status.AllocatedAddress.IPPool)
+	}
+	if !lb.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	if err := l.cloud.client.Delete(ctx, lb, client.Preconditions{UID: &lb.UID, ResourceVersion: &lb.ResourceVersion}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
 		return fmt.Errorf("deleting load balancer %s/%s of Service %s/%s: %w", lb.Namespace, lb.Name, svc.Namespace, svc.Name, err)
 	}
 	return nil

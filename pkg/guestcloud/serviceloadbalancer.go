@@ -239,3 +239,24 @@ func LoadBalancerProblem(lb *lbv1.LoadBalancer) string {
 	}
 	return ""
 }
+
+// FinalizerHarvesterLBController is the finalizer Harvester's load balancer controller puts on
+// every load balancer; its handler releases the load balancer's pool address.
+const FinalizerHarvesterLBController = "wrangler.cattle.io/harvester-lb-controller"
+
+// PoolAddressUnguarded reports whether a load balancer holds an address of an IP pool that
+// Harvester's controller has not yet put its finalizer on. Deleting it then leaves the address
+// allocated in the pool for good: harvester-load-balancer v1.5.0 allocates the address (and
+// records it in status) before it adds its finalizer, and releases it only in that finalizer's
+// handler. Whoever deletes a load balancer waits until this is false.
+func PoolAddressUnguarded(lb *lbv1.LoadBalancer) bool {
+	if lb.Status.AllocatedAddress.IPPool == "" {
+		return false
+	}
+	for _, f := range lb.Finalizers {
+		if f == FinalizerHarvesterLBController {
+			return false
+		}
+	}
+	return true
+}

@@ -193,3 +193,17 @@ func TestPrimaryServiceLabelValue(t *testing.T) {
 	g.Expect(validation.IsValidLabelValue(long)).To(BeEmpty())
 	g.Expect(long).NotTo(Equal(PrimaryServiceLabelValue(strings.Repeat("n", 63), strings.Repeat("s", 62)+"t")))
 }
+
+// Harvester's controller allocates a pool address before it puts its finalizer on the load
+// balancer: only an address it guards may be deleted with the load balancer.
+func TestPoolAddressUnguarded(t *testing.T) {
+	g := NewWithT(t)
+	lb := &lbv1.LoadBalancer{}
+	g.Expect(PoolAddressUnguarded(lb)).To(BeFalse(), "no address yet: nothing to leak")
+	lb.Status.AllocatedAddress = lbv1.AllocatedAddress{IPPool: "guests", IP: "10.0.0.10"}
+	g.Expect(PoolAddressUnguarded(lb)).To(BeTrue(), "allocated, no finalizer yet")
+	lb.Finalizers = []string{"someone-else", FinalizerHarvesterLBController}
+	g.Expect(PoolAddressUnguarded(lb)).To(BeFalse(), "Harvester's controller releases it on delete")
+	dhcp := &lbv1.LoadBalancer{Status: lbv1.LoadBalancerStatus{AllocatedAddress: lbv1.AllocatedAddress{IP: AddressAskDHCP}}}
+	g.Expect(PoolAddressUnguarded(dhcp)).To(BeFalse(), "a DHCP address is not the pool's")
+}

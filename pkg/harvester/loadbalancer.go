@@ -216,9 +216,17 @@ func (s *LoadBalancerService) DeleteControlPlane(ctx context.Context, hc *infrav
 		return true, false, nil
 	case !lb.DeletionTimestamp.IsZero():
 		return false, false, nil
+	case guestcloud.PoolAddressUnguarded(lb):
+		// Harvester's controller adds its finalizer next; that update brings us back.
+		return false, false, nil
 	}
-	if err := s.C.Delete(ctx, lb); client.IgnoreNotFound(err) != nil {
-		return false, false, transport.ClassifyError(err, "deleting the control-plane load balancer")
+	if err := s.C.Delete(ctx, lb, client.Preconditions{UID: &lb.UID, ResourceVersion: &lb.ResourceVersion}); err != nil {
+		if apierrors.IsConflict(err) {
+			return false, false, nil // changed since read: the change brings us back
+		}
+		if !apierrors.IsNotFound(err) {
+			return false, false, transport.ClassifyError(err, "deleting the control-plane load balancer")
+		}
 	}
 	return false, true, nil
 }
@@ -236,10 +244,17 @@ func (s *LoadBalancerService) DeleteGuest(ctx context.Context, hc *infrav1.Harve
 	}
 	for i := range lbs.Items {
 		lb := &lbs.Items[i]
-		if !lb.DeletionTimestamp.IsZero() {
+		// One whose pool address Harvester's controller does not guard yet waits for its
+		// finalizer, whose update brings us back.
+		if !lb.DeletionTimestamp.IsZero() || guestcloud.PoolAddressUnguarded(lb) {
 			continue
 		}
-		if err := s.C.Delete(ctx, lb); client.IgnoreNotFound(err) != nil {
+		// As read: a newer version (an address allocated since) is looked at again on its event.
+		err := s.C.Delete(ctx, lb, client.Preconditions{UID: &lb.UID, ResourceVersion: &lb.ResourceVersion})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if client.IgnoreNotFound(err) != nil {
 			return len(lbs.Items), deleted, transport.ClassifyError(err, "deleting a load balancer of the guest")
 		}
 		deleted = append(deleted, lb)

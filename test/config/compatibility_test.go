@@ -42,6 +42,8 @@ func TestCompatibilityTable(t *testing.T) {
 	m := regexp.MustCompile(`(?m)^IPAM_PROVIDER_VERSION \?= (\S+)`).FindSubmatch(makefile)
 	g.Expect(m).NotTo(BeNil(), "the Makefile pins IPAM_PROVIDER_VERSION")
 	ipam := string(m[1])
+	// The bed's Harvester load balancer is built at go.mod's version.
+	g.Expect(string(makefile)).To(ContainSubstring(`HARVESTER_LB_VERSION ?= $(shell awk '$$1 == "github.com/harvester/harvester-load-balancer" {print $$2}' go.mod)`))
 	for component, want := range map[string]string{
 		"Cluster API (core, kubeadm bootstrap and control plane)":       required["sigs.k8s.io/cluster-api"],
 		"Cluster API RKE2 provider (rancher/cluster-api-provider-rke2)": bed.RKE2.Version,

@@ -173,7 +173,7 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		const services = "ccmlb-services"
 		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
 			Name: services, Subnet: "10.10.0.0/16", RangeStart: "10.10.101.10", RangeEnd: "10.10.101.59",
-			Namespace: tc.Target,
+			Namespace: tc.Target, Priority: testBed.Harvester.UniquePriority(),
 		})).To(Succeed())
 		DeferCleanup(func() {
 			Expect(harvesterClient().Delete(ctx, &lbv1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: services}})).To(Succeed())
@@ -183,7 +183,12 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 			// Rancher's UI writes these for the cloud provider before v0.2.0.
 			guestcloud.AnnotationServiceHealthCheckPrefix + "port": "80",
 		}, tcp(80), tcp(443)))
-		free := pool(Default, services).Status.Available
+		// Harvester's pool controller counts a new pool's addresses shortly after it is made.
+		var free int64
+		Eventually(func(g Gomega) {
+			free = pool(g, services).Status.Available
+			g.Expect(free).To(BeNumerically(">", 0))
+		}).Should(Succeed())
 
 		status, err := ensure(web)
 		Expect(err).NotTo(HaveOccurred())
@@ -320,7 +325,7 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		lateIPs := "ccmlb-late"
 		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
 			Name: lateIPs, Subnet: "10.30.0.0/16", RangeStart: "10.30.100.10", RangeEnd: "10.30.100.19",
-			Namespace: tc.Target,
+			Namespace: tc.Target, Priority: testBed.Harvester.UniquePriority(),
 		})).To(Succeed())
 		allocated := time.Now()
 		var ip string

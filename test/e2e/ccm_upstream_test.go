@@ -108,6 +108,7 @@ var _ = Describe("cloud provider switching from the upstream Harvester CCM", Ord
 		token, credential = upstreamCredential(tc)
 		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
 			Name: pool, Subnet: "10.40.0.0/16", RangeStart: "10.40.100.10", RangeEnd: "10.40.100.29", Namespace: tc.Target,
+			Priority: testBed.Harvester.UniquePriority(),
 		})).To(Succeed())
 	})
 

@@ -179,10 +179,15 @@ var _ = Describe("HarvesterCluster", func() {
 		other := guestLB("svc-other", naming.Guest{Namespace: "elsewhere", Name: tc.Name}.ID())
 		Expect(harvesterClient().Create(ctx, ours)).To(Succeed())
 		Expect(harvesterClient().Create(ctx, other)).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(ours), ours)).To(Succeed())
-			g.Expect(ours.Status.AllocatedAddress.IP).NotTo(BeEmpty())
-		}).Should(Succeed())
+		// Both hold a pool address that Harvester's controller guards (its finalizer): deleted
+		// before that, Harvester would never free the address (guestcloud.PoolAddressUnguarded).
+		for _, lb := range []*lbv1.LoadBalancer{ours, other} {
+			Eventually(func(g Gomega) {
+				g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(lb), lb)).To(Succeed())
+				g.Expect(lb.Status.AllocatedAddress.IP).NotTo(BeEmpty())
+				g.Expect(lb.Finalizers).To(ContainElement(guestcloud.FinalizerHarvesterLBController))
+			}).Should(Succeed())
+		}
 
 		deleteCluster(tc)
 		Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(ours), ours)).To(Satisfy(apierrors.IsNotFound))

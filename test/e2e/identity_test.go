@@ -76,7 +76,9 @@ var _ = Describe("The provider's Harvester identity", func() {
 					Spec: kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{}}}),
 				"list VMs": c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(ns)),
 				"create load balancer": c.Create(ctx, &lbv1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
-					Spec: lbv1.LoadBalancerSpec{WorkloadType: lbv1.VM, IPAM: lbv1.DHCP}}),
+					// One listener: Harvester's webhook refuses a load balancer without one.
+					Spec: lbv1.LoadBalancerSpec{WorkloadType: lbv1.VM, IPAM: lbv1.DHCP,
+						Listeners: []lbv1.Listener{{Name: "https", Port: 443, BackendPort: 6443, Protocol: corev1.ProtocolTCP}}}}),
 				"bind the cloud-provider role": c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
 					RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: harvester.CloudProviderRole},
 					Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "someone"}}}),
@@ -138,7 +140,7 @@ var _ = Describe("A guest cluster's Harvester credential", func() {
 		})).To(Succeed())
 		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
 			Name: "tenant-a-services", Subnet: "10.98.0.0/24", RangeStart: "10.98.0.10", RangeEnd: "10.98.0.20",
-			Namespace: tc.Target, GuestCluster: own,
+			Namespace: tc.Target, GuestCluster: own, Priority: testBed.Harvester.UniquePriority(),
 		})).To(Succeed())
 		DeferCleanup(func() {
 			for _, name := range []string{"tenant-b-only", "tenant-a-services"} {

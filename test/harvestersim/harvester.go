@@ -1,7 +1,9 @@
 // Package harvestersim plays a Harvester cluster for the tests, the demo and the benchmark: a
 // real kube-apiserver (envtest) with Harvester's, KubeVirt's and the load balancer's CRDs, and
 // controllers that do what Harvester's and KubeVirt's own do (VM -> volumes -> VMI running on a
-// host with IPs; load balancer -> address from an IP pool; cascading deletes; live migration).
+// host with IPs; cascading deletes; live migration), and Harvester's own load balancer
+// (harvester-load-balancer's controller and webhook, as processes: harvesterlb.go) with what
+// its hosts add to it (kube-vip: kubevip.go).
 // Facts it follows are in shared/HARVESTER.md; where it follows a detail of the real source,
 // a comment names the source file.
 package harvestersim
@@ -14,7 +16,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
