@@ -177,11 +177,12 @@ var _ = Describe("HarvesterCluster", func() {
 		// As the guest's CCM labels them: its --cluster-name is the cluster's ID.
 		ours := guestLB("svc-ours", tc.guest().ID())
 		other := guestLB("svc-other", naming.Guest{Namespace: "elsewhere", Name: tc.Name}.ID())
-		Expect(harvesterClient().Create(ctx, ours)).To(Succeed())
-		Expect(harvesterClient().Create(ctx, other)).To(Succeed())
-		// Both hold a pool address that Harvester's controller guards (its finalizer): deleted
+		// Each holds a pool address that Harvester's controller guards (its finalizer): deleted
 		// before that, Harvester would never free the address (guestcloud.PoolAddressUnguarded).
+		// One after the other: two made at once can trip Harvester's controller into a booking it
+		// never completes (docs/troubleshooting.md, `duplicate allocation is not allowed`).
 		for _, lb := range []*lbv1.LoadBalancer{ours, other} {
+			Expect(harvesterClient().Create(ctx, lb)).To(Succeed())
 			Eventually(func(g Gomega) {
 				g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(lb), lb)).To(Succeed())
 				g.Expect(lb.Status.AllocatedAddress.IP).NotTo(BeEmpty())
