@@ -190,7 +190,9 @@ func Start(ctx context.Context, o Options) (*Harvester, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := testenv.Start(testenv.Options{Name: "harvester", Scheme: scheme, CRDs: crds})
+	mutating, validating := vmWebhooks()
+	env, err := testenv.Start(testenv.Options{Name: "harvester", Scheme: scheme, CRDs: crds,
+		MutatingWebhooks: mutating, ValidatingWebhooks: validating, SetupWebhooks: setupVMWebhooks})
 	if err != nil {
 		return nil, err
 	}

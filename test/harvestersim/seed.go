@@ -84,6 +84,13 @@ func (h *Harvester) seed(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	// What Harvester's VM mutator reads (vmwebhook.go), at their defaults: Harvester's settings
+	// controller makes every setting with its default and no value.
+	for name, def := range map[string]string{SettingOvercommit: defaultOvercommit, SettingOverheadRatio: defaultOverheadRatio} {
+		if err := createIfMissing(ctx, c, &harvesterv1.Setting{ObjectMeta: metav1.ObjectMeta{Name: name}, Default: def}); err != nil {
+			return err
+		}
+	}
 	for _, n := range h.Options.Networks {
 		if err := createIfMissing(ctx, c, networkAttachmentDefinition(n)); err != nil {
 			return err

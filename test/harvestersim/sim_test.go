@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
 	. "github.com/onsi/gomega"
@@ -652,4 +654,61 @@ func TestDevicesScheduleOnlyWhereAHostHasThem(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(getVMI(g, "gpu-b").Status.NodeName).To(Equal("harvester-gpu-2"))
 	}, 10*time.Second).Should(Succeed())
+}
+
+// Harvester's VM mutator sets requests from the overcommit setting and the guest memory from the
+// memory limit, less a reservation: the annotation's, or 100Mi when the guest-memory overhead
+// ratio is off (Harvester v1.8's default ratio, 1.5, reserves nothing); its validator refuses a
+// reservation not below the limit.
+func TestVMMutatorSetsRequestsAndGuestMemoryAsHarvester(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	sized := func(name, reserved string) *kubevirtv1.VirtualMachine {
+		return vm(name, func(v *kubevirtv1.VirtualMachine) {
+			v.Spec.Template.Spec.Domain.Resources.Limits = corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("2Gi")}
+			v.Spec.Template.Spec.Domain.Memory = nil
+			if reserved != "" {
+				v.Annotations["harvesterhci.io/reservedMemory"] = reserved
+			}
+		})
+	}
+	guestOf := func(name string) (guest, request, cpuRequest string) {
+		v := &kubevirtv1.VirtualMachine{}
+		g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, v)).To(Succeed())
+		d := v.Spec.Template.Spec.Domain
+		g.Expect(d.Memory).NotTo(BeNil())
+		g.Expect(d.CPU.MaxSockets).To(BeEquivalentTo(1))
+		return d.Memory.Guest.String(), d.Resources.Requests.Memory().String(), d.Resources.Requests.Cpu().String()
+	}
+
+	g.Expect(sim.Client().Create(ctx, sized("mem-default", ""))).To(Succeed())
+	defer deleteVM(t, "mem-default")
+	guest, request, cpu := guestOf("mem-default")
+	g.Expect(guest).To(Equal("2Gi"), "the default overhead ratio reserves nothing")
+	g.Expect(request).To(Equal("1365Mi"), "2Gi x 100 / 150, rounded down to MiB")
+	g.Expect(cpu).To(Equal("200m"), "2 x 100 / 1000")
+
+	g.Expect(sim.Client().Create(ctx, sized("mem-reserved", "256Mi"))).To(Succeed())
+	defer deleteVM(t, "mem-reserved")
+	guest, _, _ = guestOf("mem-reserved")
+	g.Expect(guest).To(Equal("1792Mi"))
+
+	ratio := &harvesterv1.Setting{}
+	g.Expect(sim.Client().Get(ctx, client.ObjectKey{Name: harvestersim.SettingOverheadRatio}, ratio)).To(Succeed())
+	ratio.Value = "0"
+	g.Expect(sim.Client().Update(ctx, ratio)).To(Succeed())
+	defer func() {
+		g.Expect(sim.Client().Get(ctx, client.ObjectKey{Name: harvestersim.SettingOverheadRatio}, ratio)).To(Succeed())
+		ratio.Value = ""
+		g.Expect(sim.Client().Update(ctx, ratio)).To(Succeed())
+	}()
+	g.Expect(sim.Client().Create(ctx, sized("mem-legacy", ""))).To(Succeed())
+	defer deleteVM(t, "mem-legacy")
+	guest, _, _ = guestOf("mem-legacy")
+	g.Expect(guest).To(Equal("1948Mi"), "the ratio off: 100Mi reserved")
+
+	err := sim.Client().Create(ctx, sized("mem-refused", "2Gi"))
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("reservedMemory can't be equal or greater than limits.memory"))
 }

@@ -1,0 +1,92 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+)
+
+// Harvester's VM mutator decides the guest memory a VM gets (harvestersim's vmwebhook.go follows
+// its code). On a Harvester with v1.8's default settings, what a machine template's
+// status.capacity says (what the cluster autoscaler plans with) is what Harvester keeps in the
+// VM, with or without reservedMemory, and the provider never writes the VM again to undo the
+// mutation. With the guest-memory overhead ratio turned off, Harvester keeps 100Mi back from a
+// VM without reservedMemory, which the capacity cannot know (docs/api.md says to set
+// reservedMemory there).
+func TestGuestMemoryIsWhatHarvesterKeeps(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	testBed, err := bed.Start(ctx, bed.Options{SetupManagement: func(ctx context.Context, tb *bed.Bed) error {
+		return controllers.Setup(ctx, tb.Management.Manager, controllers.Options{
+			ClusterConcurrency: 2, MachineConcurrency: 2, HarvesterQPS: 100, HarvesterBurst: 200, SkipNameValidation: true,
+		})
+	}})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(testBed.Stop(ctx)).To(Succeed()) }()
+	c, h := testBed.Management.Client, testBed.Harvester.Client()
+
+	// guestMemory provisions one machine of spec in a bare cluster of its own and returns the
+	// capacity its template reports and the guest memory of its VM once it runs.
+	guestMemory := func(name string, reserved *resource.Quantity) (capacity, guest resource.Quantity) {
+		g.Expect(testBed.CreateBareCluster(ctx, name, name)).To(Succeed())
+		spec := infrav1.HarvesterMachineSpec{
+			CPU: 2, Memory: resource.MustParse("4Gi"), ReservedMemory: reserved,
+			Disks:    []infrav1.Disk{{Image: "default/ubuntu-24.04", Size: resource.MustParse("40Gi")}},
+			Networks: []infrav1.Network{{NetworkName: "default/vlan10"}},
+		}
+		template := &infrav1.HarvesterMachineTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: name},
+			Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec}},
+		}
+		g.Expect(c.Create(ctx, template)).To(Succeed())
+		g.Expect(c.Create(ctx, bed.BareMachineDeployment(name, name, 1))).To(Succeed())
+		var hm infrav1.HarvesterMachine
+		g.Eventually(func(g Gomega) {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(c.List(ctx, hms, client.InNamespace(name))).To(Succeed())
+			g.Expect(hms.Items).To(HaveLen(1))
+			hm = hms.Items[0]
+			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(template), template)).To(Succeed())
+			g.Expect(template.Status.Capacity).To(HaveKey(corev1.ResourceMemory))
+		}, 2*time.Minute, 100*time.Millisecond).Should(Succeed())
+		vm := &kubevirtv1.VirtualMachine{}
+		g.Expect(h.Get(ctx, client.ObjectKey{Namespace: "guests", Name: hm.Name}, vm)).To(Succeed())
+		g.Expect(vm.Generation).To(BeEquivalentTo(1), "the provider wrote the VM's spec once, and left Harvester's mutation alone")
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		g.Expect(h.Get(ctx, client.ObjectKey{Namespace: "guests", Name: hm.Name}, vmi)).To(Succeed())
+		g.Expect(vmi.Spec.Domain.Memory.Guest.Equal(*vm.Spec.Template.Spec.Domain.Memory.Guest)).To(BeTrue(), "the guest runs with it")
+		return template.Status.Capacity[corev1.ResourceMemory], *vm.Spec.Template.Spec.Domain.Memory.Guest
+	}
+
+	capacity, guest := guestMemory("mem-default", nil)
+	g.Expect(guest.String()).To(Equal("4Gi"), "Harvester v1.8's overhead ratio reserves nothing")
+	g.Expect(capacity.Equal(guest)).To(BeTrue(), "capacity %s, guest %s", capacity.String(), guest.String())
+
+	capacity, guest = guestMemory("mem-reserved", ptr.To(resource.MustParse("512Mi")))
+	g.Expect(guest.String()).To(Equal("3584Mi"))
+	g.Expect(capacity.Equal(guest)).To(BeTrue(), "capacity %s, guest %s", capacity.String(), guest.String())
+
+	ratio := &harvesterv1.Setting{}
+	g.Expect(h.Get(ctx, client.ObjectKey{Name: harvestersim.SettingOverheadRatio}, ratio)).To(Succeed())
+	ratio.Value = "0"
+	g.Expect(h.Update(ctx, ratio)).To(Succeed())
+	capacity, guest = guestMemory("mem-legacy", nil)
+	g.Expect(guest.String()).To(Equal("3996Mi"), "the ratio off: Harvester keeps 100Mi back")
+	g.Expect(capacity.String()).To(Equal("4Gi"), "which the template's capacity cannot know")
+}
