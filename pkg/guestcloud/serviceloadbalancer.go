@@ -166,6 +166,7 @@ func BuildServiceLoadBalancer(namespace, cluster string, svc *corev1.Service, ip
 				LabelLBServiceName:      svc.Name,
 			},
 			Annotations: map[string]string{AnnotationLBCluster: cluster},
+			Finalizers:  []string{FinalizerHarvesterLBController},
 		},
 		Spec: lbv1.LoadBalancerSpec{
 			Description:           fmt.Sprintf("Service %s/%s of guest cluster %s", svc.Namespace, svc.Name, cluster),
@@ -241,14 +242,23 @@ func LoadBalancerProblem(lb *lbv1.LoadBalancer) string {
 }
 
 // FinalizerHarvesterLBController is the finalizer Harvester's load balancer controller puts on
-// every load balancer; its handler releases the load balancer's pool address.
+// every load balancer; its handler releases the load balancer's pool address. The provider and
+// the CCM create their load balancers with it already set: harvester-load-balancer v1.5.0 adds
+// it with a write of its own after its first pass, and when that pass failed (a conflict booking
+// the address in the pool) its retry can read the load balancer from before that write, lose the
+// write of the address it has just booked, and then refuse its own booking for good
+// ("duplicate allocation is not allowed"; seen in the test bed, which runs that controller). With
+// the finalizer there from the start, nothing but the controller's own status write changes the
+// new load balancer, and its address is guarded from the moment it is booked. Harvester's
+// controller removes it when it has released the address.
 const FinalizerHarvesterLBController = "wrangler.cattle.io/harvester-lb-controller"
 
 // PoolAddressUnguarded reports whether a load balancer holds an address of an IP pool that
 // Harvester's controller has not yet put its finalizer on. Deleting it then leaves the address
 // allocated in the pool for good: harvester-load-balancer v1.5.0 allocates the address (and
 // records it in status) before it adds its finalizer, and releases it only in that finalizer's
-// handler. Whoever deletes a load balancer waits until this is false.
+// handler. Whoever deletes a load balancer waits until this is false (for load balancers made
+// without the finalizer: by an earlier release, or by the upstream cloud provider).
 func PoolAddressUnguarded(lb *lbv1.LoadBalancer) bool {
 	if lb.Status.AllocatedAddress.IPPool == "" {
 		return false

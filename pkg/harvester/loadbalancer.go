@@ -44,6 +44,8 @@ func BuildControlPlaneLoadBalancer(hc *infrav1.HarvesterCluster, g naming.Guest,
 			Name:        g.LoadBalancerName(),
 			Labels:      g.Labels(),
 			Annotations: map[string]string{},
+			// Harvester's controller's own finalizer, from the start (see the constant).
+			Finalizers: []string{guestcloud.FinalizerHarvesterLBController},
 		},
 		Spec: lbv1.LoadBalancerSpec{
 			Description:  fmt.Sprintf("control plane of Cluster API cluster %s/%s", g.Namespace, g.Name),
