@@ -23,7 +23,8 @@ IPAM_PROVIDER_DIR := $(BIN)/ipam-in-cluster/$(IPAM_PROVIDER_VERSION)
 # Harvester's own load balancer (controller and webhook), which every simulated Harvester runs
 # as processes: the version in go.mod.
 HARVESTER_LB_VERSION ?= $(shell awk '$$1 == "github.com/harvester/harvester-load-balancer" {print $$2}' go.mod)
-HARVESTER_LB_DIR := $(BIN)/harvester-lb/$(HARVESTER_LB_VERSION)
+# -bed1: the bed's build (hack/ensure-harvester-lb.sh says what it changes); bump it with the build.
+HARVESTER_LB_DIR := $(BIN)/harvester-lb/$(HARVESTER_LB_VERSION)-bed1
 
 IMG ?= ghcr.io/seed-0a7eb009/cluster-api-provider-harvester:dev
 CCM_IMG ?= ghcr.io/seed-0a7eb009/harvester-cloud-controller-manager:dev

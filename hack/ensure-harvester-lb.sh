@@ -15,12 +15,17 @@
 #    HARVESTER_WEBHOOK_SETTLE (a duration) for the pause. Unset, it behaves as released.
 #  - golang.org/x/tools v0.19.0 (reached through Rancher's norman code generator, never run by
 #    these binaries) does not compile on Go 1.25+; the build takes v0.34.0, the first that does.
+# and one upstream defect is fixed: the controller's tryReleaseDuplicatedIPToPool declares the
+# pool it selects with := inside an if, so it always releases to pool "" ("fail to get
+# allocator "), and a load balancer whose status write lost a race after its address was booked
+# never gets an address ("duplicate allocation is not allowed"; docs/troubleshooting.md). The bed
+# hit it under load; the fix lets the controller's own recovery work as its code intends.
 set -euo pipefail
 
 LB_VERSION=${HARVESTER_LB_VERSION:-v1.5.0}
 module=github.com/harvester/harvester-load-balancer
 root=$(cd "$(dirname "$0")/.." && pwd)
-dest=${1:-$root/bin/harvester-lb/$LB_VERSION}
+dest=${1:-$root/bin/harvester-lb/$LB_VERSION-bed1}
 
 log() { echo "ensure-harvester-lb: $*" >&2; }
 
@@ -113,6 +118,9 @@ func bedPointConversionAtURL(crd *apiextensionsv1.CustomResourceDefinition) {
 	}
 }
 GO
+lbctl=$work/pkg/controller/loadbalancer/controller.go
+perl -0pi -e 's/(func \(h \*Handler\) tryReleaseDuplicatedIPToPool[^\n]*\n(?:[^\n]*\n){0,4}?)(\t+)pool, err := h\.selectIPPool\(lb\)/$1$2var err error\n$2pool, err = h.selectIPPool(lb)/' "$lbctl"
+grep -q 'pool, err = h.selectIPPool(lb)' "$lbctl" || { log "harvester-load-balancer $LB_VERSION: tryReleaseDuplicatedIPToPool not as expected, not patched"; exit 1; }
 (cd "$work" &&
   go mod edit -replace="github.com/harvester/webhook=./third_party/webhook" &&
   go get golang.org/x/tools@v0.34.0 >/dev/null)
