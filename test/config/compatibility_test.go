@@ -44,6 +44,7 @@ func TestCompatibilityTable(t *testing.T) {
 	ipam := string(m[1])
 	// The bed's Harvester load balancer is built at go.mod's version.
 	g.Expect(string(makefile)).To(ContainSubstring(`HARVESTER_LB_VERSION ?= $(shell awk '$$1 == "github.com/harvester/harvester-load-balancer" {print $$2}' go.mod)`))
+	g.Expect(string(makefile)).To(ContainSubstring(`HARVESTER_VERSION ?= $(shell awk '$$1 == "github.com/harvester/harvester" {print $$2}' go.mod)`))
 	for component, want := range map[string]string{
 		"Cluster API (core, kubeadm bootstrap and control plane)":       required["sigs.k8s.io/cluster-api"],
 		"Cluster API RKE2 provider (rancher/cluster-api-provider-rke2)": bed.RKE2.Version,

@@ -35,7 +35,19 @@ func harvesterCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		filepath.Join(lbDir, "crds", "loadbalancer.harvesterhci.io_loadbalancers.yaml"),
 		filepath.Join(lbDir, "crds", "loadbalancer.harvesterhci.io_ippools.yaml"),
 	}
+	// The rest of what Harvester's webhook server watches (harvesterwebhook.go), as its build
+	// collected them.
+	webhookDir, err := HarvesterWebhookDir()
+	if err != nil {
+		return nil, err
+	}
+	more, err := filepath.Glob(filepath.Join(webhookDir, "crds", "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, more...)
 	var crds []*apiextensionsv1.CustomResourceDefinition
+	seen := map[string]bool{}
 	for _, f := range files {
 		data, err := readFile(f)
 		if err != nil {
@@ -50,6 +62,10 @@ func harvesterCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crd); err != nil {
 				return nil, fmt.Errorf("decoding %s: %w", f, err)
 			}
+			if seen[crd.Name] {
+				continue
+			}
+			seen[crd.Name] = true
 			completeKubeVirtCRD(crd)
 			crds = append(crds, crd)
 		}

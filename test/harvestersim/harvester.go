@@ -157,9 +157,10 @@ type Harvester struct {
 	// misbehaviour into the simulated controllers.
 	Faults *Faults
 
-	proxy *faultProxy
-	ips   *ipAllocator
-	lb    *loadBalancerProcesses // Harvester's own load balancer controller and webhook
+	proxy   *faultProxy
+	ips     *ipAllocator
+	lb      *processes // Harvester's own load balancer controller and webhook
+	webhook *processes // Harvester's own admission webhook server
 
 	priorities atomic.Uint32 // UniquePriority's
 
@@ -190,9 +191,7 @@ func Start(ctx context.Context, o Options) (*Harvester, error) {
 	if err != nil {
 		return nil, err
 	}
-	mutating, validating := vmWebhooks()
-	env, err := testenv.Start(testenv.Options{Name: "harvester", Scheme: scheme, CRDs: crds,
-		MutatingWebhooks: mutating, ValidatingWebhooks: validating, SetupWebhooks: setupVMWebhooks})
+	env, err := testenv.Start(testenv.Options{Name: "harvester", Scheme: scheme, CRDs: crds})
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +211,9 @@ func (h *Harvester) start(ctx context.Context) error {
 		return fmt.Errorf("seeding the simulated Harvester: %w", err)
 	}
 	if h.proxy, err = startFaultProxy(h.Env.Config, h.Faults); err != nil {
+		return err
+	}
+	if err := h.startHarvesterWebhook(ctx); err != nil {
 		return err
 	}
 	if err := h.startLoadBalancer(ctx); err != nil {
@@ -241,7 +243,7 @@ func (h *Harvester) Stop() error {
 			err = errors.Join(err, p.close())
 		}
 		h.mu.Unlock()
-		err = errors.Join(err, h.lb.stop(), h.Env.Stop())
+		err = errors.Join(err, h.lb.stop(), h.webhook.stop(), h.Env.Stop())
 	})
 	return err
 }

@@ -9,6 +9,7 @@ import (
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
+	"github.com/harvester/harvester/pkg/settings"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -27,6 +28,8 @@ const (
 	LabelZone     = "topology.kubernetes.io/zone"
 	LabelRegion   = "topology.kubernetes.io/region"
 	LabelHostname = "kubernetes.io/hostname"
+	// LabelMgmtNetwork marks a host on the `mgmt` cluster network.
+	LabelMgmtNetwork = "network.harvesterhci.io/mgmt"
 
 	// LabelGlobalIPPool marks the pool used when no other matches
 	// (harvester-load-balancer pkg/utils/const.go).
@@ -34,6 +37,11 @@ const (
 
 	// ServerVersionSetting holds the Harvester version.
 	ServerVersionSetting = "server-version"
+
+	// SettingOvercommit and SettingOverheadRatio are settings Harvester's VM mutator reads
+	// (requests from limits; guest memory less a reservation unless the ratio is set).
+	SettingOvercommit    = settings.OvercommitConfigSettingName
+	SettingOverheadRatio = settings.AdditionalGuestMemoryOverheadRatioName
 
 	// DefaultStorageClass is Harvester's default storage class for empty volumes.
 	DefaultStorageClass = "harvester-longhorn"
@@ -84,10 +92,10 @@ func (h *Harvester) seed(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	// What Harvester's VM mutator reads (vmwebhook.go), at their defaults: Harvester's settings
-	// controller makes every setting with its default and no value.
-	for name, def := range map[string]string{SettingOvercommit: defaultOvercommit, SettingOverheadRatio: defaultOverheadRatio} {
-		if err := createIfMissing(ctx, c, &harvesterv1.Setting{ObjectMeta: metav1.ObjectMeta{Name: name}, Default: def}); err != nil {
+	// Every setting Harvester registers, at its default: Harvester's settings controller creates
+	// them so at start, and its webhook fails requests that read one that is missing.
+	for _, setting := range harvesterSettings() {
+		if err := createIfMissing(ctx, c, &harvesterv1.Setting{ObjectMeta: metav1.ObjectMeta{Name: setting.Name}, Default: setting.Default}); err != nil {
 			return err
 		}
 	}
@@ -131,7 +139,9 @@ func (h *Harvester) AddTargetNamespace(ctx context.Context, namespace string) er
 
 // AddHost registers a Harvester node with its topology labels, Ready and schedulable.
 func (h *Harvester) AddHost(ctx context.Context, host Host) error {
-	labels := map[string]string{LabelHostname: host.Name, "node-role.kubernetes.io/control-plane": "true"}
+	// Harvester's network controller labels every host on the management cluster network; the
+	// VM mutator requires it of VMs on networks of that cluster network.
+	labels := map[string]string{LabelHostname: host.Name, "node-role.kubernetes.io/control-plane": "true", LabelMgmtNetwork: "true"}
 	if host.Zone != "" {
 		labels[LabelZone] = host.Zone
 	}
@@ -226,7 +236,7 @@ func keyPair(namespace, name string) *harvesterv1.KeyPair {
 	return &harvesterv1.KeyPair{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: harvesterv1.KeyPairSpec{
-			PublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTheSimulatedHarvester0000000000000 " + name + "@example",
+			PublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG2U8mjT8B3sBV6uwjvDEScdrsMDDX1acfINcGg6FEOk " + name + "@example",
 		},
 		Status: harvesterv1.KeyPairStatus{
 			FingerPrint: "SHA256:simulated-" + name,
@@ -375,3 +385,28 @@ func createIfMissing(ctx context.Context, c client.Client, obj client.Object) er
 	}
 	return nil
 }
+
+// harvesterSettings are the settings Harvester's own registry (pkg/settings) holds, with their
+// defaults, as its settings controller receives them (Provider.SetAll).
+func harvesterSettings() []settings.Setting {
+	var all settingsCollector
+	_ = settings.SetProvider(&all) // only calls SetAll
+	out := make([]settings.Setting, 0, len(all))
+	for _, s := range all {
+		out = append(out, s)
+	}
+	return out
+}
+
+type settingsCollector map[string]settings.Setting
+
+func (c *settingsCollector) SetAll(m map[string]settings.Setting) error {
+	*c = make(settingsCollector, len(m))
+	for k, v := range m {
+		(*c)[k] = v
+	}
+	return nil
+}
+func (c *settingsCollector) Get(string) string               { return "" }
+func (c *settingsCollector) Set(string, string) error        { return nil }
+func (c *settingsCollector) SetIfUnset(string, string) error { return nil }

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
@@ -30,14 +29,8 @@ import (
 func TestGuestMemoryIsWhatHarvesterKeeps(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	testBed, err := bed.Start(ctx, bed.Options{SetupManagement: func(ctx context.Context, tb *bed.Bed) error {
-		return controllers.Setup(ctx, tb.Management.Manager, controllers.Options{
-			ClusterConcurrency: 2, MachineConcurrency: 2, HarvesterQPS: 100, HarvesterBurst: 200, SkipNameValidation: true,
-		})
-	}})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(testBed.Stop(ctx)).To(Succeed()) }()
+	t.Cleanup(cancel) // after startBed's cleanup: the bed stops while ctx still runs
+	testBed := startBed(ctx, t)
 	c, h := testBed.Management.Client, testBed.Harvester.Client()
 
 	// guestMemory provisions one machine of spec in a bare cluster of its own and returns the
