@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -52,18 +51,7 @@ type IPAMProvider struct {
 // and CRDs (`crd/`): $IPAM_PROVIDER_DIR when set (make test sets it), else the script is run,
 // which builds them once into bin/.
 func IPAMProviderDir() (string, error) {
-	if dir := os.Getenv("IPAM_PROVIDER_DIR"); dir != "" {
-		return dir, nil
-	}
-	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "ensure-ipam-provider.sh")).Output() //nolint:gosec // our own script
-	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return "", fmt.Errorf("hack/ensure-ipam-provider.sh: %w: %s", err, exit.Stderr)
-		}
-		return "", fmt.Errorf("hack/ensure-ipam-provider.sh: %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
+	return testenv.BuiltDir("IPAM_PROVIDER_DIR", "ensure-ipam-provider.sh")
 }
 
 // StartIPAMProvider installs the in-cluster IPAM provider's CRDs into the management cluster and

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
@@ -73,7 +74,9 @@ var _ = Describe("The provider's Harvester identity", func() {
 				"mint a token": c.SubResource("token").Create(ctx,
 					&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "someone"}}, &authenticationv1.TokenRequest{}),
 				"create VM": c.Create(ctx, &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
-					Spec: kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{}}}),
+					Spec: kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: kubevirtv1.VirtualMachineInstanceSpec{
+						Domain: minimalDomain(),
+					}}}}),
 				"list VMs": c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(ns)),
 				"create load balancer": c.Create(ctx, &lbv1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
 					// One listener: Harvester's webhook refuses a load balancer without one.
@@ -320,7 +323,11 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 				Spec: kubevirtv1.VirtualMachineSpec{
 					RunStrategy: ptr.To(kubevirtv1.RunStrategyHalted),
 					Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: kubevirtv1.VirtualMachineInstanceSpec{
-						Domain: kubevirtv1.DomainSpec{Devices: kubevirtv1.Devices{Disks: []kubevirtv1.Disk{{Name: "cloudinitdisk"}}}},
+						Domain: func() kubevirtv1.DomainSpec {
+							d := minimalDomain()
+							d.Devices = kubevirtv1.Devices{Disks: []kubevirtv1.Disk{{Name: "cloudinitdisk"}}}
+							return d
+						}(),
 						Volumes: []kubevirtv1.Volume{{Name: "cloudinitdisk", VolumeSource: kubevirtv1.VolumeSource{
 							CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{UserDataSecretRef: &corev1.LocalObjectReference{Name: name + "-cloudinit"}},
 						}}},
@@ -388,3 +395,13 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 		expectForbidden(c.Patch(ctx, elsewhere.DeepCopy(), hotplug), "hot-plug into a VM of another namespace")
 	})
 })
+
+// minimalDomain is the least a VM needs for Harvester v1.8's webhook to take it: a memory limit
+// (its validator refuses a VM without one) and a cpu section (its mutator's patch replaces
+// cpu.maxSockets, which the apiserver cannot apply to a VM without one).
+func minimalDomain() kubevirtv1.DomainSpec {
+	return kubevirtv1.DomainSpec{
+		CPU:       &kubevirtv1.CPU{Cores: 1},
+		Resources: kubevirtv1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
+	}
+}

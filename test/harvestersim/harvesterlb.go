@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +28,7 @@ const (
 // $HARVESTER_LB_DIR when set (make test sets it), else the script is run, which builds them once
 // into bin/.
 func LoadBalancerDir() (string, error) {
-	return builtDir("HARVESTER_LB_DIR", "ensure-harvester-lb.sh")
+	return testenv.BuiltDir("HARVESTER_LB_DIR", "ensure-harvester-lb.sh")
 }
 
 // startLoadBalancer runs the webhook (and waits until the apiserver calls it), then the controller.

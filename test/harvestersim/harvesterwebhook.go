@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +39,7 @@ const (
 // and the CRDs it watches: $HARVESTER_WEBHOOK_DIR when set (make test sets it), else the script
 // is run, which builds it once into bin/.
 func HarvesterWebhookDir() (string, error) {
-	return builtDir("HARVESTER_WEBHOOK_DIR", "ensure-harvester-webhook.sh")
+	return testenv.BuiltDir("HARVESTER_WEBHOOK_DIR", "ensure-harvester-webhook.sh")
 }
 
 // startHarvesterWebhook runs Harvester's webhook server and waits until it has registered its

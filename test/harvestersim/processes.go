@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -26,23 +24,6 @@ import (
 // server) run as processes against the simulated Harvester's apiserver, built from the Go module
 // proxy by scripts under hack/. HARVESTER_KEEP_LOGS=1 keeps their logs (and their temporary
 // directory) after the simulated Harvester stops, for reading what Harvester's code did.
-
-// builtDir is the directory a hack/ script built a tool into: $envVar when set (the Makefile
-// sets it), else the script is run, which builds the tool once into bin/ and prints the path.
-func builtDir(envVar, script string) (string, error) {
-	if dir := os.Getenv(envVar); dir != "" {
-		return dir, nil
-	}
-	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", script)).Output() //nolint:gosec // our own script
-	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return "", fmt.Errorf("hack/%s: %w: %s", script, err, exit.Stderr)
-		}
-		return "", fmt.Errorf("hack/%s: %w", script, err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
 
 // processes are one program's running processes and their working directory.
 type processes struct {

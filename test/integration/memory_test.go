@@ -19,8 +19,8 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
 
-// Harvester's VM mutator decides the guest memory a VM gets (harvestersim's vmwebhook.go follows
-// its code). On a Harvester with v1.8's default settings, what a machine template's
+// Harvester's VM mutator decides the guest memory a VM gets (Harvester's own webhook server runs
+// in the bed). On a Harvester with v1.8's default settings, what a machine template's
 // status.capacity says (what the cluster autoscaler plans with) is what Harvester keeps in the
 // VM, with or without reservedMemory, and the provider never writes the VM again to undo the
 // mutation. With the guest-memory overhead ratio turned off, Harvester keeps 100Mi back from a
