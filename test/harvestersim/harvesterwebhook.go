@@ -18,7 +18,7 @@ import (
 )
 
 // Harvester's own admission webhook server (cmd/webhook of github.com/harvester/harvester, the
-// version in go.mod) runs as a process against the simulated Harvester's apiserver, built by
+// version in go.mod), and its VM and VMI controllers, run as processes against the simulated Harvester's apiserver, built by
 // hack/ensure-harvester-webhook.sh: every validator and mutator Harvester registers (VMs, VMIs,
 // PVCs, images, key pairs, settings, storage classes, nodes, namespaces, Secrets, ...) sees what
 // the provider, its guests and the simulator write, as on a real Harvester. Its configurations
@@ -100,9 +100,16 @@ func (h *Harvester) startHarvesterWebhook(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return p.waitForWebhook(ctx, h.Env.Client, "webhook", port, caPEM, 3*time.Minute,
+	if err := p.waitForWebhook(ctx, h.Env.Client, "webhook", port, caPEM, 3*time.Minute,
 		&admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: HarvesterValidator}},
-		&admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: HarvesterMutator}})
+		&admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: HarvesterMutator}}); err != nil {
+		return err
+	}
+	// Harvester's VM and VMI controllers (pkg/controller/master/virtualmachine), which Harvester
+	// runs inside its server: the bed's build runs them alone.
+	return p.start(ctx, "vmcontroller", filepath.Join(dir, "vmcontroller"), nil, []string{
+		"KUBECONFIG=" + kubeconfigPath, "NAMESPACE=" + harvesterNamespace,
+	})
 }
 
 // seedKubeVirt creates the KubeVirt custom resource Harvester's installation has, deployed, on

@@ -270,6 +270,14 @@ func TestVMDeletionCascades(t *testing.T) {
 	g.Expect(sim.Client().Create(ctx, vm("keeps-disk", nil))).To(Succeed())
 	g.Eventually(func(g Gomega) { g.Expect(getVMI(g, "cascade").Status.Phase).To(Equal(kubevirtv1.Running)) }, 10*time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) { g.Expect(getVMI(g, "keeps-disk").Status.Phase).To(Equal(kubevirtv1.Running)) }, 10*time.Second).Should(Succeed())
+	// Harvester's VM controller deletes the listed volumes under a finalizer it adds after the
+	// VM's creation; a VM deleted before that leaves them (the provider deletes its labelled
+	// volumes itself once the VM is gone, so it does not depend on this).
+	g.Eventually(func(g Gomega) {
+		got := &kubevirtv1.VirtualMachine{}
+		g.Expect(sim.Client().Get(ctx, client.ObjectKeyFromObject(v), got)).To(Succeed())
+		g.Expect(got.Finalizers).To(ContainElement(harvestersim.FinalizerHarvesterVMCleanup))
+	}, 10*time.Second).Should(Succeed())
 
 	deleteVM(t, "cascade")
 	deleteVM(t, "keeps-disk")

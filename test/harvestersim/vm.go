@@ -28,6 +28,10 @@ const (
 	// AnnotationImageID names the image (`namespace/name`) an image-backed PVC is cloned from.
 	AnnotationImageID = "harvesterhci.io/imageId"
 
+	// FinalizerHarvesterVMCleanup is the finalizer under which Harvester's VM controller deletes
+	// a VM's removedPersistentVolumeClaims (wrangler's OnRemove, pkg/controller/master/virtualmachine).
+	FinalizerHarvesterVMCleanup = "wrangler.cattle.io/VMController.CleanupPVCAndSnapshot"
+
 	// vmFinalizer is what KubeVirt's VM controller puts on every VM
 	// (kubevirt pkg/virt-controller/watch/vm.go, VirtualMachineControllerFinalizer).
 	vmFinalizer = "kubevirt.io/virtualMachineControllerFinalize"
@@ -36,9 +40,11 @@ const (
 	pvcProtectionFinalizer = "kubernetes.io/pvc-protection"
 )
 
-// vmReconciler does what KubeVirt's VM controller and Harvester's VM controller do: create the
-// PVCs of the volumeClaimTemplates annotation, start the VMI per run strategy, report VM status,
-// and on deletion remove the VMI, the PVCs listed for removal and what the VM owns.
+// vmReconciler does what KubeVirt's VM controller does: start the VMI per run strategy once the
+// VM's PVCs are bound, report VM status, and on deletion remove the VMI and (as Kubernetes'
+// garbage collector would) what the VM owns. Harvester's own VM controller runs beside it
+// (harvesterwebhook.go): it creates the PVCs of the volumeClaimTemplates annotation and deletes
+// those of removedPersistentVolumeClaims when the VM goes.
 type vmReconciler struct {
 	client.Client
 }
@@ -91,9 +97,6 @@ func (r *vmReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 		if err := r.Update(ctx, vm); err != nil {
 			return ctrl.Result{}, err
 		}
-	}
-	if err := r.ensureClaims(ctx, vm); err != nil {
-		return ctrl.Result{}, err
 	}
 
 	vmi := &kubevirtv1.VirtualMachineInstance{}
@@ -175,37 +178,6 @@ func claimNames(tmpl *kubevirtv1.VirtualMachineInstanceTemplateSpec) []string {
 	return names
 }
 
-// ensureClaims creates the PVCs of the volumeClaimTemplates annotation that do not exist yet,
-// as Harvester's VM controller does.
-func (r *vmReconciler) ensureClaims(ctx context.Context, vm *kubevirtv1.VirtualMachine) error {
-	raw := vm.Annotations[AnnotationVolumeClaimTemplates]
-	if raw == "" {
-		return nil
-	}
-	var templates []corev1.PersistentVolumeClaim
-	if err := json.Unmarshal([]byte(raw), &templates); err != nil {
-		return nil //nolint:nilerr // Harvester's webhook would have refused it; nothing to retry
-	}
-	for i := range templates {
-		pvc := templates[i].DeepCopy()
-		pvc.Namespace = vm.Namespace
-		pvc.ResourceVersion = ""
-		// Looked up in the cache first, as Harvester's controller does: creating every claim on
-		// every reconcile of the VM made most of the bed's failed requests to Harvester's
-		// apiserver (2.8 refused creates per VM in a 50-machine bench).
-		switch err := r.Get(ctx, client.ObjectKeyFromObject(pvc), &corev1.PersistentVolumeClaim{}); {
-		case err == nil:
-			continue
-		case !apierrors.IsNotFound(err):
-			return err
-		}
-		if err := r.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating PVC %s/%s for VM %s: %w", pvc.Namespace, pvc.Name, vm.Name, err)
-		}
-	}
-	return nil
-}
-
 // claimsPending returns the claims the VM's volumes name that are missing or not bound.
 func (r *vmReconciler) claimsPending(ctx context.Context, vm *kubevirtv1.VirtualMachine) ([]string, error) {
 	var pending []string
@@ -275,9 +247,9 @@ func setVMCondition(conds []kubevirtv1.VirtualMachineCondition, c kubevirtv1.Vir
 	return append(conds, c)
 }
 
-// delete does the VM's cascade: the VMI first, then the PVCs listed for removal and the
-// Secrets and PVCs the VM owns (Kubernetes' garbage collector, which envtest lacks), then lets
-// the VM go.
+// delete does the VM's cascade: the VMI first, then the Secrets and PVCs the VM owns
+// (Kubernetes' garbage collector, which envtest lacks), then lets the VM go. Harvester's VM
+// controller deletes the PVCs listed for removal, under its own finalizer.
 func (r *vmReconciler) delete(ctx context.Context, vm *kubevirtv1.VirtualMachine) error {
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	err := r.Get(ctx, client.ObjectKeyFromObject(vm), vmi)
@@ -291,15 +263,6 @@ func (r *vmReconciler) delete(ctx context.Context, vm *kubevirtv1.VirtualMachine
 	}
 	if !apierrors.IsNotFound(err) {
 		return err
-	}
-	for _, name := range strings.Split(vm.Annotations[AnnotationRemovedPVCs], ",") {
-		if name = strings.TrimSpace(name); name == "" {
-			continue
-		}
-		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: vm.Namespace, Name: name}}
-		if err := r.Delete(ctx, pvc); client.IgnoreNotFound(err) != nil {
-			return err
-		}
 	}
 	if err := deleteOwned(ctx, r.Client, vm.Namespace, vm.UID, &corev1.SecretList{}); err != nil {
 		return err
