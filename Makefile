@@ -223,7 +223,7 @@ harvester-lb: ## Build Harvester's load balancer (controller and webhook, go.mod
 	HARVESTER_LB_VERSION=$(HARVESTER_LB_VERSION) hack/ensure-harvester-lb.sh $(HARVESTER_LB_DIR) >/dev/null
 
 .PHONY: harvester-webhook
-harvester-webhook: ## Build Harvester's admission webhook server (go.mod's version) and collect the CRDs it watches into bin/harvester-webhook once (every simulated Harvester runs it).
+harvester-webhook: ## Build Harvester's admission webhook server and VM controllers (go.mod's version) and collect the CRDs they watch into bin/harvester-webhook once (every simulated Harvester runs them).
 	HARVESTER_VERSION=$(HARVESTER_VERSION) hack/ensure-harvester-webhook.sh $(HARVESTER_WEBHOOK_DIR) >/dev/null
 
 .PHONY: ipam-provider

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # Builds Harvester's own admission webhook server (cmd/webhook of github.com/harvester/harvester)
-# from the Go module proxy into bin/harvester-webhook/<version>-bed1/, once per version, with the
-# CustomResourceDefinitions it watches (crds/*.yaml). The e2e bed runs it as a process against
-# every simulated Harvester's apiserver (test/harvestersim/harvesterwebhook.go).
+# and its VM and VMI controllers from the Go module proxy into bin/harvester-webhook/<version>-bed1/,
+# once per version, with the CustomResourceDefinitions they watch (crds/*.yaml). The e2e bed runs
+# both as processes against every simulated Harvester's apiserver
+# (test/harvestersim/harvesterwebhook.go).
 #
-# Usage: hack/ensure-harvester-webhook.sh [dir]    prints the directory holding `webhook` and
-# `crds/`.
+# Usage: hack/ensure-harvester-webhook.sh [dir]    prints the directory holding `webhook`,
+# `vmcontroller` and `crds/`.
 #
-# The build differs from the release's in one place, made to a copy in a throw-away directory,
-# because the bed has no cluster network: pkg/webhook/server/server.go registers its two webhook
+# Harvester ships its VM and VMI controllers (pkg/controller/master/virtualmachine) only inside
+# its whole server (with Rancher's API, steve and the UI); the build adds a small program to the
+# copy, cmd/bed-vmcontroller, that sets up Harvester's client factories (config.SetupScaled), the
+# cache indexes its server adds (indexeres.Setup), registers those controllers as its server does
+# and starts them, unthrottled as its server's are.
+#
+# The webhook's build differs from the release's in one place, made to a copy in a throw-away
+# directory, because the bed has no cluster network: pkg/webhook/server/server.go registers its two webhook
 # configurations with a Service reference (port 443) after a 15 s pause. The copy reads
 # HARVESTER_WEBHOOK_URL (a base URL, e.g. https://127.0.0.1:9444) and, when set, registers that
 # URL instead, and HARVESTER_WEBHOOK_SETTLE (a duration) for the pause. Unset, it behaves as

@@ -18,11 +18,14 @@ import (
 )
 
 // Harvester's own admission webhook server (cmd/webhook of github.com/harvester/harvester, the
-// version in go.mod), and its VM and VMI controllers, run as processes against the simulated Harvester's apiserver, built by
-// hack/ensure-harvester-webhook.sh: every validator and mutator Harvester registers (VMs, VMIs,
-// PVCs, images, key pairs, settings, storage classes, nodes, namespaces, Secrets, ...) sees what
-// the provider, its guests and the simulator write, as on a real Harvester. Its configurations
-// are `harvester-validator` (failure policy Fail) and `harvester-mutator` (Ignore).
+// version in go.mod) and its VM and VMI controllers run as processes against the simulated
+// Harvester's apiserver, built by hack/ensure-harvester-webhook.sh: every validator and mutator
+// Harvester registers (VMs, VMIs, PVCs, images, key pairs, settings, storage classes, nodes,
+// namespaces, Secrets, ...) sees what the provider, its guests and the simulator write, as on a
+// real Harvester (its configurations are `harvester-validator`, failure policy Fail, and
+// `harvester-mutator`, Ignore); the controllers create a VM's PVCs from its volumeClaimTemplates
+// annotation, delete its removedPersistentVolumeClaims with it, store its run strategy, copy its
+// labels to its VMI and record its MAC addresses.
 const (
 	harvesterNamespace      = "harvester-system"
 	harvesterWebhookService = "harvester-webhook"
