@@ -65,52 +65,14 @@ sed -i \
   -e 's/^\(\t*\)mutatingWebhookConfiguration := s.mutatingWebhookConfiguration()$/&\n\1bedPointAtURL(validatingWebhookConfiguration, mutatingWebhookConfiguration)/' \
   -e 's/^\(\t*\)if _, err := crdClient.Update(crdCopy); err != nil {$/\1bedPointConversionAtURL(crdCopy)\n&/' \
   "$server"
-cat >"$work/third_party/webhook/pkg/server/bed.go" <<'GO'
+cp "$root/hack/bed-webhook-url.go.in" "$work/third_party/webhook/pkg/server/bed.go"
+cat >"$work/third_party/webhook/pkg/server/bed_conversion.go" <<'GO'
 package server
 
-// Added by the test bed's build (hack/ensure-harvester-lb.sh): the bed has no Service network,
-// so the apiserver reaches this webhook at a loopback URL.
+// Added by the test bed's build (hack/ensure-harvester-lb.sh): the CRDs' conversion webhook at
+// the loopback URL too.
 
-import (
-	"os"
-	"time"
-
-	v1 "k8s.io/api/admissionregistration/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-)
-
-func bedSettle() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv("HARVESTER_WEBHOOK_SETTLE")); err == nil {
-		return d
-	}
-	return 15 * time.Second
-}
-
-func bedURL(path string) *string {
-	base := os.Getenv("HARVESTER_WEBHOOK_URL")
-	if base == "" {
-		return nil
-	}
-	u := base + path
-	return &u
-}
-
-func bedPointAtURL(validating *v1.ValidatingWebhookConfiguration, mutating *v1.MutatingWebhookConfiguration) {
-	if validating != nil {
-		for i := range validating.Webhooks {
-			if u := bedURL(validationPath); u != nil {
-				validating.Webhooks[i].ClientConfig.Service, validating.Webhooks[i].ClientConfig.URL = nil, u
-			}
-		}
-	}
-	if mutating != nil {
-		for i := range mutating.Webhooks {
-			if u := bedURL(mutationPath); u != nil {
-				mutating.Webhooks[i].ClientConfig.Service, mutating.Webhooks[i].ClientConfig.URL = nil, u
-			}
-		}
-	}
-}
+import apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 func bedPointConversionAtURL(crd *apiextensionsv1.CustomResourceDefinition) {
 	if u := bedURL(conversionPath); u != nil && crd.Spec.Conversion.Webhook != nil {

@@ -66,48 +66,7 @@ if [ ! -x "$dest/webhook" ]; then
     -e 's/time.Sleep(15 \* time.Second)/time.Sleep(bedSettle())/' \
     -e 's/^\(\t*\)return secret, apply.WithOwner(secret).ApplyObjects(validatingWebhookConfiguration, mutatingWebhookConfiguration)$/\1bedPointAtURL(validatingWebhookConfiguration, mutatingWebhookConfiguration)\n&/' \
     "$server"
-  cat >"$work/pkg/webhook/server/bed.go" <<'GO'
-package server
-
-// Added by the test bed's build (hack/ensure-harvester-webhook.sh): the bed has no Service
-// network, so the apiserver reaches this webhook at a loopback URL.
-
-import (
-	"os"
-	"time"
-
-	v1 "k8s.io/api/admissionregistration/v1"
-)
-
-func bedSettle() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv("HARVESTER_WEBHOOK_SETTLE")); err == nil {
-		return d
-	}
-	return 15 * time.Second
-}
-
-func bedURL(path string) *string {
-	base := os.Getenv("HARVESTER_WEBHOOK_URL")
-	if base == "" {
-		return nil
-	}
-	u := base + path
-	return &u
-}
-
-func bedPointAtURL(validating *v1.ValidatingWebhookConfiguration, mutating *v1.MutatingWebhookConfiguration) {
-	for i := range validating.Webhooks {
-		if u := bedURL(validationPath); u != nil {
-			validating.Webhooks[i].ClientConfig.Service, validating.Webhooks[i].ClientConfig.URL = nil, u
-		}
-	}
-	for i := range mutating.Webhooks {
-		if u := bedURL(mutationPath); u != nil {
-			mutating.Webhooks[i].ClientConfig.Service, mutating.Webhooks[i].ClientConfig.URL = nil, u
-		}
-	}
-}
-GO
+  cp "$root/hack/bed-webhook-url.go.in" "$work/pkg/webhook/server/bed.go"
   (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$dest/webhook.tmp" ./cmd/webhook && mv "$dest/webhook.tmp" "$dest/webhook")
 fi
 
