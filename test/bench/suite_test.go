@@ -19,6 +19,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -431,6 +433,22 @@ func runBaseline(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		return c.Delete(ctx, vm)
 	}); err != nil {
 		return nil, fmt.Errorf("baseline: deleting VMs: %w", err)
+	}
+	// Harvester's VM controller deletes the removedPersistentVolumeClaims only of a VM that
+	// carries its finalizer, which it adds after the VM's creation: like the provider, the bare
+	// client deletes each claim itself once its VM is gone.
+	if err := forEach(ctx, names, s.concurrency, func(ctx context.Context, name string) error {
+		key := client.ObjectKey{Namespace: targetNamespace, Name: name}
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, key, &kubevirtv1.VirtualMachine{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		}); err != nil {
+			return err
+		}
+		claim := harvestersim.SampleVM(targetNamespace, name, "").Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
+		return client.IgnoreNotFound(c.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: targetNamespace, Name: claim}}))
+	}); err != nil {
+		return nil, fmt.Errorf("baseline: deleting volumes: %w", err)
 	}
 	if err := waitLeakFree(ctx, tb); err != nil {
 		return nil, fmt.Errorf("baseline: %w", err)
