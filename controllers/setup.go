@@ -31,7 +31,7 @@ const (
 	DefaultClusterConcurrency = 10
 	DefaultMachineConcurrency = 10
 	// DefaultKubeAPIQPS and DefaultKubeAPIBurst limit the requests to the management cluster
-	// (--kube-api-qps, --kube-api-burst): CAPI's core manager's defaults (v1.13). Each kind has
+	// (--kube-api-qps, --kube-api-burst): CAPI's core manager's defaults (v1.14). Each kind has
 	// its own limiter in controller-runtime's client; at 20 the HarvesterMachines' patches alone
 	// held a 50-machine MachineDeployment back by seconds (docs/performance.md).
 	DefaultKubeAPIQPS   = 100

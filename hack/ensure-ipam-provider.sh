@@ -2,7 +2,7 @@
 # Builds Cluster API's in-cluster IPAM provider (sigs.k8s.io/cluster-api-ipam-provider-in-cluster)
 # from the Go module proxy into bin/ipam-in-cluster/<version>/, once per version, with the CRDs
 # of its pools next to it. The e2e bed runs it as its own process against the management
-# apiserver. It is built on an older Cluster API (v1.11) than the provider (v1.13), so it is
+# apiserver. It is built on an older Cluster API (v1.11) than the provider (v1.14), so it is
 # built in a copy of its own module, never in the project's go.mod.
 #
 # Usage: hack/ensure-ipam-provider.sh [dir]    prints the directory holding the binary

@@ -33,7 +33,7 @@ func ClusterctlLabels(manifestLabel string) map[string]string {
 
 // inventoryVersion is the version the bed records for every provider: the same in every
 // management cluster of the bed, so clusterctl move finds the target's providers recent enough.
-const inventoryVersion = "v1.13.6"
+const inventoryVersion = "v1.14.2"
 
 // clusterctlProvider is a provider as clusterctl's inventory records it, and the API groups of
 // the CRDs it installs (envtest installed them without clusterctl's labels).

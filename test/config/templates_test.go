@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	capicontrollers "sigs.k8s.io/cluster-api/controllers"
+	"sigs.k8s.io/cluster-api/core/reconcilers/clusterclass"
 	"sigs.k8s.io/cluster-api/feature"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -133,7 +133,7 @@ func managementWithProviders(t *testing.T) *testenv.Environment {
 	if err := feature.MutableGates.Set(string(feature.ClusterTopology) + "=true"); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&capicontrollers.ClusterClassReconciler{Client: env.Manager.GetClient()}).SetupWithManager(context.Background(), env.Manager,
+	if err := (&clusterclass.Reconciler{Client: env.Manager.GetClient()}).SetupWithManager(context.Background(), env.Manager,
 		controller.Options{SkipNameValidation: ptr.To(true)}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,22 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/cluster-api/api/core/v1beta2/index"
-	kubeadmbootstrapcontrollers "sigs.k8s.io/cluster-api/bootstrap/kubeadm/controllers"
-	capicontrollers "sigs.k8s.io/cluster-api/controllers"
+	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/reconcilers/kubeadmconfig"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
-	kubeadmcontrolplanecontrollers "sigs.k8s.io/cluster-api/controlplane/kubeadm/controllers"
+	"sigs.k8s.io/cluster-api/controlplane/kubeadm/reconcilers/kubeadmcontrolplane"
+	"sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	"sigs.k8s.io/cluster-api/core/reconcilers/clusterclass"
+	"sigs.k8s.io/cluster-api/core/reconcilers/clusterresourceset"
+	"sigs.k8s.io/cluster-api/core/reconcilers/clusterresourcesetbinding"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machinehealthcheck"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	topologycluster "sigs.k8s.io/cluster-api/core/reconcilers/topology/cluster"
+	topologymachinedeployment "sigs.k8s.io/cluster-api/core/reconcilers/topology/machinedeployment"
+	topologymachineset "sigs.k8s.io/cluster-api/core/reconcilers/topology/machineset"
 	"sigs.k8s.io/cluster-api/feature"
+	"sigs.k8s.io/cluster-api/util/index"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -72,27 +82,27 @@ func AddCAPICore(ctx context.Context, e *Environment) (clustercache.ClusterCache
 	c, reader := mgr.GetClient(), mgr.GetAPIReader()
 	steps := []func() error{
 		func() error {
-			return (&capicontrollers.ClusterReconciler{Client: c, APIReader: reader, ClusterCache: clusterCache,
+			return (&cluster.Reconciler{Client: c, APIReader: reader, ClusterCache: clusterCache,
 				RemoteConnectionGracePeriod: 2 * time.Minute}).SetupWithManager(ctx, mgr, opts)
 		},
 		func() error {
-			return (&capicontrollers.MachineReconciler{Client: c, APIReader: reader, ClusterCache: clusterCache,
+			return (&machine.Reconciler{Client: c, APIReader: reader, ClusterCache: clusterCache,
 				RemoteConditionsGracePeriod: 2 * time.Minute}).SetupWithManager(ctx, mgr, opts)
 		},
 		func() error {
-			return (&capicontrollers.MachineSetReconciler{Client: c, APIReader: reader, ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, opts)
+			return (&machineset.Reconciler{Client: c, APIReader: reader, ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, opts)
 		},
 		func() error {
-			return (&capicontrollers.MachineDeploymentReconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, opts)
+			return (&machinedeployment.Reconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, opts)
 		},
 		func() error {
-			return (&capicontrollers.MachineHealthCheckReconciler{Client: c, ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, opts)
+			return (&machinehealthcheck.Reconciler{Client: c, ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, opts)
 		},
 		func() error {
-			return (&capicontrollers.ClusterResourceSetReconciler{Client: c, ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, opts, partialSecretCache)
+			return (&clusterresourceset.Reconciler{Client: c, ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, opts, partialSecretCache)
 		},
 		func() error {
-			return (&capicontrollers.ClusterResourceSetBindingReconciler{Client: c}).SetupWithManager(ctx, mgr, opts)
+			return (&clusterresourcesetbinding.Reconciler{Client: c}).SetupWithManager(ctx, mgr, opts)
 		},
 	}
 	for _, step := range steps {
@@ -122,13 +132,15 @@ func KubeconfigSecret(namespace, cluster string, kubeconfig []byte) *corev1.Secr
 func AddKubeadmProviders(ctx context.Context, e *Environment, clusterCache clustercache.ClusterCache) error {
 	mgr := e.Manager
 	opts := controller.Options{MaxConcurrentReconciles: 5, SkipNameValidation: ptr.To(true)}
-	if err := (&kubeadmbootstrapcontrollers.KubeadmConfigReconciler{
+	if err := (&kubeadmconfig.Reconciler{
 		Client: mgr.GetClient(), SecretCachingClient: mgr.GetClient(), ClusterCache: clusterCache,
-		TokenTTL: kubeadmbootstrapcontrollers.DefaultTokenTTL,
+		// Since CAPI v1.14 it reads the control plane's version live; nil panics.
+		APIReader: mgr.GetAPIReader(),
+		TokenTTL:  kubeadmconfig.DefaultTokenTTL,
 	}).SetupWithManager(ctx, mgr, opts); err != nil {
 		return fmt.Errorf("setting up the kubeadm bootstrap controller: %w", err)
 	}
-	if err := (&kubeadmcontrolplanecontrollers.KubeadmControlPlaneReconciler{
+	if err := (&kubeadmcontrolplane.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SecretCachingClient: mgr.GetClient(),
 		ClusterCache: clusterCache,
 		// etcd is reached through the apiserver's port-forward to a kubelet, which the bed does
@@ -161,16 +173,16 @@ func AddCAPITopology(ctx context.Context, e *Environment, clusterCache clusterca
 	c, reader := mgr.GetClient(), mgr.GetAPIReader()
 	for _, setup := range []func() error{
 		func() error {
-			return (&capicontrollers.ClusterClassReconciler{Client: c}).SetupWithManager(ctx, mgr, opts)
+			return (&clusterclass.Reconciler{Client: c}).SetupWithManager(ctx, mgr, opts)
 		},
 		func() error {
-			return (&capicontrollers.ClusterTopologyReconciler{Client: c, APIReader: reader, ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, opts)
+			return (&topologycluster.Reconciler{Client: c, APIReader: reader, ClusterCache: clusterCache}).SetupWithManager(ctx, mgr, opts)
 		},
 		func() error {
-			return (&capicontrollers.MachineDeploymentTopologyReconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, opts)
+			return (&topologymachinedeployment.Reconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, opts)
 		},
 		func() error {
-			return (&capicontrollers.MachineSetTopologyReconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, opts)
+			return (&topologymachineset.Reconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, opts)
 		},
 	} {
 		if err := setup(); err != nil {

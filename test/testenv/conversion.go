@@ -11,7 +11,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
-	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	controlplaneconversion "sigs.k8s.io/cluster-api/controlplane/kubeadm/webhooks/conversion"
+	coreconversion "sigs.k8s.io/cluster-api/core/webhooks/conversion"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
@@ -19,16 +20,16 @@ import (
 
 // The management cluster serves Cluster API's conversion webhooks as CAPI's manager does: its
 // CRDs store v1beta2 and still serve v1beta1, which older providers (RKE2, K3s) read and write.
-// envtest points the CRD of every kind that is convertible in the environment's scheme (the
-// ManagementScheme holds CAPI core's v1beta1 types with their conversion functions) at the
-// manager's webhook server, and registerConversion serves /convert there.
+// Since CAPI v1.14 its kinds convert through converters its admission webhooks register (not
+// through the scheme), so Start points the CRDs Options.ConversionWebhookCRDs names at the
+// manager's webhook server, and /convert there dispatches to those converters.
 
 // registerConversion serves CRD conversion on the manager's webhook server, with the manager's
 // scheme, and tells CAPI's v1beta1 conversions how to find the apiVersion of a referenced kind
 // (v1beta2 references name a group only; v1beta1 ones an apiVersion).
 func registerConversion(mgr ctrl.Manager) {
 	setAPIVersionGetter.Do(func() {
-		clusterv1beta1.SetAPIVersionGetter(func(gk schema.GroupKind) (string, error) {
+		getter := func(ctx context.Context, gk schema.GroupKind) (string, error) {
 			readers := runningConverters.running()
 			if len(readers) == 0 {
 				return "", fmt.Errorf("no management manager runs to look up %s", gk)
@@ -39,7 +40,7 @@ func registerConversion(mgr ctrl.Manager) {
 			for _, c := range slices.Backward(readers) {
 				// Bounded: a cache that stops while a conversion waits for it must not hold the
 				// webhook server's shutdown.
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				var version string
 				version, err = contractAPIVersion(ctx, c, gk)
 				cancel()
@@ -48,7 +49,9 @@ func registerConversion(mgr ctrl.Manager) {
 				}
 			}
 			return "", err
-		})
+		}
+		coreconversion.SetAPIVersionGetter(getter)
+		controlplaneconversion.SetAPIVersionGetter(getter)
 	})
 	runningConverters.register(mgr)
 	mgr.GetWebhookServer().Register("/convert", conversion.NewWebhookHandler(mgr.GetScheme(), mgr.GetConverterRegistry()))

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -39,6 +40,9 @@ type Options struct {
 	// CRDs and CRDDirectoryPaths are installed before Start returns.
 	CRDs              []*apiextensionsv1.CustomResourceDefinition
 	CRDDirectoryPaths []string
+	// ConversionWebhookCRDs name CRDs whose versions the manager's /convert converts (envtest
+	// itself points there only kinds its scheme can convert).
+	ConversionWebhookCRDs []string
 	// MutatingWebhooks and ValidatingWebhooks are installed pointing at the environment's
 	// manager, which serves the handlers SetupWebhooks registers.
 	MutatingWebhooks   []*admissionv1.MutatingWebhookConfiguration
@@ -128,7 +132,42 @@ func Start(o Options) (*Environment, error) {
 	if err := e.init(o); err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
+	if err := e.convertThroughWebhook(o.ConversionWebhookCRDs); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
 	return e, nil
+}
+
+// convertThroughWebhook points the named CRDs' conversion at the manager's webhook server, as
+// envtest does for kinds its scheme can convert.
+func (e *Environment) convertThroughWebhook(names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	wio := &e.env.WebhookInstallOptions
+	url := "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort)) + "/convert"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, name := range names {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := e.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+				return err
+			}
+			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+				Strategy: apiextensionsv1.WebhookConverter,
+				Webhook: &apiextensionsv1.WebhookConversion{
+					ConversionReviewVersions: []string{"v1", "v1beta1"},
+					ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: wio.LocalServingCAData},
+				},
+			}
+			return e.Client.Update(ctx, crd)
+		})
+		if err != nil {
+			return fmt.Errorf("pointing the %s CRD %s at the conversion webhook: %w", e.Name, name, err)
+		}
+	}
+	return nil
 }
 
 func (e *Environment) init(o Options) error {

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -8,14 +9,20 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	addonsv1beta1 "sigs.k8s.io/cluster-api/api/addons/v1beta1"
+	bootstrapv1beta1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta1"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1beta1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
+	ipamv1alpha1 "sigs.k8s.io/cluster-api/api/ipam/v1alpha1"
+	ipamv1beta1 "sigs.k8s.io/cluster-api/api/ipam/v1beta1"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	runtimev1alpha1 "sigs.k8s.io/cluster-api/api/runtime/v1alpha1"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
-	kubeadmbootstrapwebhooks "sigs.k8s.io/cluster-api/bootstrap/kubeadm/webhooks"
-	kubeadmcontrolplanewebhooks "sigs.k8s.io/cluster-api/controlplane/kubeadm/webhooks"
-	capiwebhooks "sigs.k8s.io/cluster-api/webhooks"
+	bootstrapadmission "sigs.k8s.io/cluster-api/bootstrap/kubeadm/webhooks/admission"
+	controlplaneadmission "sigs.k8s.io/cluster-api/controlplane/kubeadm/webhooks/admission"
+	coreadmission "sigs.k8s.io/cluster-api/core/webhooks/admission"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
@@ -23,8 +30,8 @@ import (
 )
 
 // ManagementScheme knows Kubernetes' kinds, Cluster API's (core, addons, IPAM, runtime, kubeadm
-// bootstrap and control plane) and this provider's, and CAPI core's v1beta1 kinds with their
-// conversions, which the management cluster's conversion webhook serves (conversion.go).
+// bootstrap and control plane) and this provider's, and the older versions of CAPI's kinds,
+// which the management cluster's conversion webhooks serve (conversion.go).
 func ManagementScheme() (*runtime.Scheme, error) {
 	// The provider's own scheme (what main.go runs with), plus what CAPI's controllers need.
 	scheme, err := controllers.NewScheme()
@@ -38,6 +45,13 @@ func ManagementScheme() (*runtime.Scheme, error) {
 		bootstrapv1.AddToScheme,
 		controlplanev1.AddToScheme,
 		clusterv1beta1.AddToScheme,
+		// Every version CAPI's converters convert between must be known to set them up.
+		addonsv1beta1.AddToScheme,
+		ipamv1alpha1.AddToScheme,
+		ipamv1beta1.AddToScheme,
+		runtimev1alpha1.AddToScheme,
+		bootstrapv1beta1.AddToScheme,
+		controlplanev1beta1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			return nil, err
@@ -76,7 +90,7 @@ func ManagementOptions() (Options, error) {
 	if err := m.add(webhooks, providerWebhookPrefix); err != nil {
 		return Options{}, err
 	}
-	if err := m.addFiles("capi-", filepath.Join(capi, "config", "webhook", "manifests.yaml")); err != nil {
+	if err := m.addFiles("capi-", filepath.Join(capi, "core", "config", "webhook", "manifests.yaml")); err != nil {
 		return Options{}, err
 	}
 	if err := m.addFiles("kubeadm-bootstrap-", filepath.Join(capi, "bootstrap", "kubeadm", "config", "webhook", "manifests.yaml")); err != nil {
@@ -96,16 +110,32 @@ func ManagementOptions() (Options, error) {
 		}
 	}
 
+	core, err := filepath.Glob(filepath.Join(capi, "core", "config", "crd", "bases", "*.yaml"))
+	if err != nil {
+		return Options{}, err
+	}
+	if len(core) == 0 {
+		return Options{}, fmt.Errorf("no CRDs in %s", filepath.Join(capi, "core", "config", "crd", "bases"))
+	}
+	if err := m.addFiles("", core...); err != nil {
+		return Options{}, err
+	}
+	var converted []string
+	for _, crd := range m.crds {
+		if crd.Spec.Group != infrav1.GroupVersion.Group && len(crd.Spec.Versions) > 1 {
+			converted = append(converted, crd.Name)
+		}
+	}
+
 	return Options{
 		Name:   "management",
 		Scheme: scheme,
 		CRDs:   m.crds,
-		CRDDirectoryPaths: []string{
-			filepath.Join(capi, "config", "crd", "bases"),
-		},
-		MutatingWebhooks:   m.mutating,
-		ValidatingWebhooks: m.validating,
-		SetupWebhooks:      setupManagementWebhooks,
+		// CAPI's, kubeadm's: served at v1beta1 too, converted by CAPI's webhooks (conversion.go).
+		ConversionWebhookCRDs: converted,
+		MutatingWebhooks:      m.mutating,
+		ValidatingWebhooks:    m.validating,
+		SetupWebhooks:         setupManagementWebhooks,
 		// As the provider's and CAPI's managers read them.
 		UncachedObjects: controllers.UncachedObjects(),
 		// CAPI's managers read providers' objects from their caches (internal/setup's
@@ -176,24 +206,24 @@ func setupCAPIWebhooks(mgr ctrl.Manager) error {
 	registerConversion(mgr)
 	c := mgr.GetClient()
 	for _, w := range []interface{ SetupWebhookWithManager(ctrl.Manager) error }{
-		&capiwebhooks.Cluster{Client: c},
-		&capiwebhooks.ClusterClass{Client: c},
-		&capiwebhooks.Machine{},
-		&capiwebhooks.MachineDeployment{},
-		&capiwebhooks.MachineSet{},
-		&capiwebhooks.MachineHealthCheck{},
-		&capiwebhooks.MachineDrainRule{},
-		&capiwebhooks.MachinePool{},
-		&capiwebhooks.ClusterResourceSet{},
-		&capiwebhooks.ClusterResourceSetBinding{},
-		&capiwebhooks.ExtensionConfig{},
-		&capiwebhooks.IPAddress{Client: c},
-		&capiwebhooks.IPAddressClaim{},
-		&kubeadmbootstrapwebhooks.KubeadmConfig{},
-		&kubeadmbootstrapwebhooks.KubeadmConfigTemplate{},
-		&kubeadmcontrolplanewebhooks.KubeadmControlPlane{},
-		&kubeadmcontrolplanewebhooks.KubeadmControlPlaneTemplate{},
-		&kubeadmcontrolplanewebhooks.ScaleValidator{Client: c},
+		&coreadmission.Cluster{Client: c},
+		&coreadmission.ClusterClass{Client: c},
+		&coreadmission.Machine{},
+		&coreadmission.MachineDeployment{},
+		&coreadmission.MachineSet{},
+		&coreadmission.MachineHealthCheck{},
+		&coreadmission.MachineDrainRule{},
+		&coreadmission.MachinePool{},
+		&coreadmission.ClusterResourceSet{},
+		&coreadmission.ClusterResourceSetBinding{},
+		&coreadmission.ExtensionConfig{},
+		&coreadmission.IPAddress{Client: c},
+		&coreadmission.IPAddressClaim{},
+		&bootstrapadmission.KubeadmConfig{},
+		&bootstrapadmission.KubeadmConfigTemplate{},
+		&controlplaneadmission.KubeadmControlPlane{},
+		&controlplaneadmission.KubeadmControlPlaneTemplate{},
+		&controlplaneadmission.ScaleValidator{Client: c},
 	} {
 		if err := w.SetupWebhookWithManager(mgr); err != nil {
 			return err
