@@ -64,6 +64,9 @@ type HarvesterMachineReconciler struct {
 	ReferenceRecheck time.Duration
 
 	controller controller.Controller
+	// services reach Harvester; nil is Harvester itself through Factory (harvesterServices).
+	// Controller tests set their own.
+	services machineServices
 	// writes holds each machine's last write by this reconciler until the cache has it: a
 	// reconcile that reads a version those writes replaced works from the write instead of the
 	// cache's copy, whose status patch would conflict (package ownwrites says why).
@@ -180,14 +183,14 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 		setVMCondition(hm, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason, "waiting for the bootstrap provider to write the bootstrap data")
 		return ctrl.Result{}, nil
 	}
-	if err := r.connect(ctx, s); err != nil {
+	if err := r.svc().connect(ctx, s); err != nil {
 		return r.harvesterResult(ctx, err, s.reportVM)
 	}
 	shared, err := r.sharedNamespaces(ctx, s.hc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	vms := &harvester.VMService{C: s.client, Guest: s.guest, SharedNamespaces: shared}
+	vms := r.svc().vms(s, shared)
 	target := s.hc.Spec.TargetNamespace
 	vm, err := vms.Get(ctx, target, hm)
 	switch {
@@ -215,7 +218,7 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 	return r.observe(ctx, s, vms, vm)
 }
 
-func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineScope, vms *harvester.VMService) (ctrl.Result, error) {
+func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineScope, vms vmService) (ctrl.Result, error) {
 	hm := s.hm
 	bootstrap := &corev1.Secret{}
 	bootstrapKey := client.ObjectKey{Namespace: s.machine.Namespace, Name: *s.machine.Spec.Bootstrap.DataSecretName}
@@ -258,7 +261,7 @@ func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineSco
 
 // observe reports the VM's state on the machine: providerID, addresses, host, and
 // provisioned once the VMI runs with an address on the management network.
-func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScope, vms *harvester.VMService, vm *kubevirtv1.VirtualMachine) (ctrl.Result, error) {
+func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScope, vms vmService, vm *kubevirtv1.VirtualMachine) (ctrl.Result, error) {
 	hm := s.hm
 	if hm.Spec.ProviderID == "" {
 		hm.Spec.ProviderID = infrav1.ProviderIDPrefix + string(vm.UID)
@@ -275,9 +278,10 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 		hm.Status.VirtualMachine.Host = st.Host
 		// Where the VM runs, not what was asked (the same, as placement is required, unless
 		// the domains changed since).
-		host := &corev1.Node{}
-		if st.Host != "" && vms.C.Cache.Get(ctx, client.ObjectKey{Name: st.Host}, host) == nil {
-			hm.Status.FailureDomain = harvester.FailureDomainOf(host, s.hc.Status.FailureDomains)
+		if st.Host != "" {
+			if host, err := vms.Host(ctx, st.Host); err == nil {
+				hm.Status.FailureDomain = harvester.FailureDomainOf(host, s.hc.Status.FailureDomains)
+			}
 		}
 	}
 	if st.VMI != nil && st.VMI.Status.Phase == kubevirtv1.Running {
@@ -318,10 +322,10 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 		controllerutil.RemoveFinalizer(hm, infrav1.MachineFinalizer)
 		return ctrl.Result{}, nil
 	}
-	if err := r.connect(ctx, s); err != nil {
+	if err := r.svc().connect(ctx, s); err != nil {
 		return r.harvesterResult(ctx, err, s.reportVM)
 	}
-	gone, deleted, err := (&harvester.VMService{C: s.client, Guest: s.guest}).Delete(ctx, s.hc.Spec.TargetNamespace, hm)
+	gone, deleted, err := r.svc().vms(s, nil).Delete(ctx, s.hc.Spec.TargetNamespace, hm)
 	if deleted {
 		r.Recorder.Eventf(hm, nil, corev1.EventTypeNormal, "VirtualMachineDeleted", "Delete", "Deleted VM %s/%s on Harvester", s.hc.Spec.TargetNamespace, naming.VMName(hm.Name))
 	}
@@ -335,7 +339,7 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 	if err := r.releaseIPAddresses(ctx, hm); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.Factory.Release(s.userKey())
+	r.svc().release(s)
 	controllerutil.RemoveFinalizer(hm, infrav1.MachineFinalizer)
 	return ctrl.Result{}, nil
 }

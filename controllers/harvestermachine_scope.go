@@ -72,17 +72,6 @@ func (r *HarvesterMachineReconciler) readHarvesterCluster(ctx context.Context, s
 	return nil
 }
 
-// connect opens (or reuses) the connection to the cluster's Harvester; a failure is an Error
-// for the machine's condition.
-func (r *HarvesterMachineReconciler) connect(ctx context.Context, s *machineScope) error {
-	c, _, err := connect(ctx, r.Client, r.SecretMetadata, r.Factory, s.hc, s.userKey(), r.ProviderNamespace)
-	if err != nil {
-		return err
-	}
-	s.client = c
-	return nil
-}
-
 // reportVM reports a failed step's reason and message on the VirtualMachineReady condition.
 func (s *machineScope) reportVM(reason, message string) {
 	setVMCondition(s.hm, metav1.ConditionFalse, reason, message)

@@ -342,6 +342,15 @@ func equalData(a, b map[string][]byte) bool {
 	return true
 }
 
+// Host reads a Harvester host (its Node) from the connection's cache.
+func (s *VMService) Host(ctx context.Context, name string) (*corev1.Node, error) {
+	host := &corev1.Node{}
+	if err := s.C.Cache.Get(ctx, client.ObjectKey{Name: name}, host); err != nil {
+		return nil, err
+	}
+	return host, nil
+}
+
 // AdoptCloudInit makes the VM the owner of the cloud-init Secret, so that Harvester's garbage
 // collector removes it with the VM even if the provider is gone by then.
 func (s *VMService) AdoptCloudInit(ctx context.Context, vm *kubevirtv1.VirtualMachine) error {
