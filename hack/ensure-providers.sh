@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Builds the RKE2 and K3s Cluster API providers (bootstrap and control-plane managers) the test bed
-# runs as processes, from the Go module proxy into bin/providers/<name>-<version>/, once per
-# version. Each is built in its own throw-away module, never in the project's go.mod: they are
-# built on older Cluster API and controller-runtime versions than ours.
+# Builds the Cluster API managers the test bed runs as processes, from the Go module proxy into
+# bin/providers/<name>-<version>/, once per version: the RKE2 and K3s providers (bootstrap and
+# control-plane managers), and the core manager of the previous Cluster API minor (the provider
+# is built on the current one; one e2e scenario runs it on the previous one). Each is built in
+# its own throw-away module, never in the project's go.mod: they are built on other Cluster API
+# and controller-runtime versions than ours.
 #
 # Usage: hack/ensure-providers.sh [dir]    prints the directory holding the providers.
 #
-# In <dir>/<name>-<version>/: bootstrap-manager, controlplane-manager, and module-dir (a file
-# holding the module's directory in the module cache, where the bed reads CRDs and webhooks).
+# In <dir>/<name>-<version>/: <part>-manager for each part (bootstrap, controlplane; core for the
+# module's root package), and module-dir (a file holding the module's directory in the module
+# cache, where the bed reads CRDs and webhooks).
 set -euo pipefail
 
 RKE2_VERSION=${RKE2_VERSION:-v0.21.0}
 K3S_VERSION=${K3S_VERSION:-v0.3.0}
+CAPI_PREVIOUS_VERSION=${CAPI_PREVIOUS_VERSION:-v1.13.6}
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$root/bin/providers}
 mkdir -p "$dest"
@@ -22,16 +26,27 @@ export GOFLAGS=-mod=mod
 export GOWORK=off
 export CGO_ENABLED=0
 
-# build <name> <module> <version>
+# binary <part>: the manager's file name; "." is the module's root package (CAPI's core).
+binary() {
+  if [ "$1" = . ]; then echo core-manager; else echo "$1-manager"; fi
+}
+
+# build <name> <module> <version> <part>...
 build() {
   local name=$1 module=$2 version=$3
+  shift 3
+  local parts=("$@")
   local out=$dest/$name-$version
   mkdir -p "$out"
   local dir
   dir=$(go mod download -json "$module@$version" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
   [ -d "$dir" ] || { log "cannot download $module@$version"; exit 1; }
   echo "$dir" >"$out/module-dir"
-  if [ -x "$out/bootstrap-manager" ] && [ -x "$out/controlplane-manager" ]; then
+  local part missing=0
+  for part in "${parts[@]}"; do
+    [ -x "$out/$(binary "$part")" ] || missing=1
+  done
+  if [ "$missing" = 0 ]; then
     return
   fi
   log "building $module $version (once; a few minutes cold on 2 cores)"
@@ -47,11 +62,13 @@ build() {
     patch_k3s "$dir" "$work"
   fi
   (cd "$work" && go mod edit -require="$module@$version")
-  local part
-  for part in bootstrap controlplane; do
-    if [ ! -x "$out/$part-manager" ]; then
-      (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$out/$part-manager.tmp" "$module/$part" &&
-        mv "$out/$part-manager.tmp" "$out/$part-manager")
+  for part in "${parts[@]}"; do
+    local bin pkg=$module
+    bin=$(binary "$part")
+    [ "$part" = . ] || pkg=$module/$part
+    if [ ! -x "$out/$bin" ]; then
+      (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$out/$bin.tmp" "$pkg" &&
+        mv "$out/$bin.tmp" "$out/$bin")
     fi
   done
   rm -rf "$work"
@@ -89,7 +106,8 @@ GO
   (cd "$work" && go mod edit -replace="$(sed -n 's/^module //p' "$dir/go.mod")=./src")
 }
 
-build rke2 github.com/rancher/cluster-api-provider-rke2 "$RKE2_VERSION"
-build k3s github.com/k3s-io/cluster-api-k3s "$K3S_VERSION"
+build rke2 github.com/rancher/cluster-api-provider-rke2 "$RKE2_VERSION" bootstrap controlplane
+build k3s github.com/k3s-io/cluster-api-k3s "$K3S_VERSION" bootstrap controlplane
+build capi sigs.k8s.io/cluster-api "$CAPI_PREVIOUS_VERSION" .
 
 echo "$dest"

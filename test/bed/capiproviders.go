@@ -29,15 +29,19 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
-// CAPIProviderSpec names a pair of Cluster API bootstrap and control-plane providers that the bed
-// runs as they ship: each manager as its own process (built by hack/ensure-providers.sh from the
-// provider's module, on its own Cluster API and controller-runtime versions), its CRDs and webhook
-// configurations from the module's config/, its webhooks served by the process with a certificate
-// the bed issues, with the arguments of its config/manager Deployment. Unlike our own manager they
-// authenticate as the management cluster's admin: their RBAC is theirs to test.
+// CAPIProviderSpec names Cluster API managers that the bed runs as they ship (a pair of bootstrap
+// and control-plane providers, or CAPI's core): each manager as its own process (built by
+// hack/ensure-providers.sh from the module, on its own Cluster API and controller-runtime
+// versions), its CRDs and webhook configurations from the module's config/, its webhooks served
+// by the process with a certificate the bed issues, with the arguments of its config/manager
+// Deployment. Unlike our own manager they authenticate as the management cluster's admin: their
+// RBAC is theirs to test.
 type CAPIProviderSpec struct {
-	// Name is the directory under bin/providers (with the version): rke2, k3s.
+	// Name is the directory under bin/providers (with the version): rke2, k3s, capi.
 	Name, Module, Version string
+	// Parts are the managers' directories in the module, each with its config/ (bootstrap and
+	// controlplane when empty); "." is the module's root (CAPI's core).
+	Parts []string
 	// Flags builds the flags a process outside a pod needs: where to find the management cluster,
 	// where to listen, where the webhook certificate is.
 	Flags func(p *CAPIProviderProcess) []string
@@ -47,6 +51,21 @@ type CAPIProviderSpec struct {
 	Health bool
 }
 
+func (s CAPIProviderSpec) parts() []string {
+	if len(s.Parts) == 0 {
+		return []string{"bootstrap", "controlplane"}
+	}
+	return s.Parts
+}
+
+// partName names a part in logs and file names: its directory, "core" for the module's root.
+func partName(part string) string {
+	if part == "." {
+		return "core"
+	}
+	return part
+}
+
 // syncPeriod shortens the providers' informer resync (default 10 minutes). Their control planes
 // fail to reconcile until the guest answers and retry with growing backoff; no watched object
 // changes when the guest comes up (the CCM that would set the Nodes' providerIDs arrives only
@@ -54,20 +73,31 @@ type CAPIProviderSpec struct {
 // cluster waits for it too, up to the full period; the tests do not.
 const syncPeriod = "--sync-period=10s"
 
+// capiFlags are the flags of a manager written as CAPI's own are (util/flags, controller-runtime's
+// --kubeconfig).
+func capiFlags(p *CAPIProviderProcess) []string {
+	return []string{
+		"--kubeconfig=" + p.kubeconfig,
+		"--health-addr=" + p.HealthAddr,
+		"--diagnostics-address=" + p.MetricsAddr, "--insecure-diagnostics",
+		"--webhook-port=" + strconv.Itoa(p.WebhookPort),
+		"--webhook-cert-dir=" + p.certDir,
+		syncPeriod,
+	}
+}
+
 // RKE2 is rancher/cluster-api-provider-rke2 (bootstrap and control plane).
 var RKE2 = CAPIProviderSpec{
 	Name: "rke2", Module: "github.com/rancher/cluster-api-provider-rke2", Version: "v0.21.0",
-	Health: true,
-	Flags: func(p *CAPIProviderProcess) []string {
-		return []string{
-			"--kubeconfig=" + p.kubeconfig,
-			"--health-addr=" + p.HealthAddr,
-			"--diagnostics-address=" + p.MetricsAddr, "--insecure-diagnostics",
-			"--webhook-port=" + strconv.Itoa(p.WebhookPort),
-			"--webhook-cert-dir=" + p.certDir,
-			syncPeriod,
-		}
-	},
+	Health: true, Flags: capiFlags,
+}
+
+// PreviousCAPICore is the core manager of the Cluster API minor before the one the provider is
+// built with (go.mod), with its own CRDs and webhooks: what a management cluster that has not
+// upgraded CAPI yet runs (Rancher Turtles v0.27 installs CAPI v1.13).
+var PreviousCAPICore = CAPIProviderSpec{
+	Name: "capi", Module: "sigs.k8s.io/cluster-api", Version: "v1.13.6", Parts: []string{"."},
+	Health: true, Flags: capiFlags,
 }
 
 // K3s is k3s-io/cluster-api-k3s (bootstrap and control plane). Its managers have no flags for the
@@ -85,9 +115,9 @@ var K3s = CAPIProviderSpec{
 	},
 }
 
-// CAPIProviderProcess is one manager (bootstrap or control plane) of a CAPIProviderSpec.
+// CAPIProviderProcess is one manager (bootstrap, control plane or core) of a CAPIProviderSpec.
 type CAPIProviderProcess struct {
-	// Part is "bootstrap" or "controlplane".
+	// Part is the manager's directory in the module: "bootstrap", "controlplane", "." (core).
 	Part string
 	// HealthAddr and MetricsAddr are loopback addresses; WebhookPort the webhook server's port.
 	HealthAddr, MetricsAddr string
@@ -126,6 +156,18 @@ func (b *Bed) StartCAPIProviders(ctx context.Context, spec CAPIProviderSpec) (*C
 		}
 	}
 	b.mu.Unlock()
+	p, err := startCAPIProviders(ctx, b.Management, spec)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.capiProviders = append(b.capiProviders, p)
+	b.mu.Unlock()
+	return p, nil
+}
+
+// startCAPIProviders runs spec's managers against any management cluster; the caller stops them.
+func startCAPIProviders(ctx context.Context, mgmt *testenv.Environment, spec CAPIProviderSpec) (*CAPIProviders, error) {
 	binDir, err := providerBinaries(spec)
 	if err != nil {
 		return nil, err
@@ -139,12 +181,9 @@ func (b *Bed) StartCAPIProviders(ctx context.Context, spec CAPIProviderSpec) (*C
 		return nil, err
 	}
 	p := &CAPIProviders{Spec: spec, ModuleDir: strings.TrimSpace(string(moduleDir)), workDir: work}
-	if err := p.start(ctx, b, binDir); err != nil {
+	if err := p.start(ctx, mgmt, binDir); err != nil {
 		return nil, errors.Join(err, p.stop())
 	}
-	b.mu.Lock()
-	b.capiProviders = append(b.capiProviders, p)
-	b.mu.Unlock()
 	return p, nil
 }
 
@@ -152,9 +191,13 @@ func (b *Bed) StartCAPIProviders(ctx context.Context, spec CAPIProviderSpec) (*C
 // hack/ensure-providers.sh when `make test` has not.
 func providerBinaries(spec CAPIProviderSpec) (string, error) {
 	dir := filepath.Join(testenv.RepoRoot(), "bin", "providers", spec.Name+"-"+spec.Version)
-	_, bootstrapErr := os.Stat(filepath.Join(dir, "bootstrap-manager"))
-	_, controlPlaneErr := os.Stat(filepath.Join(dir, "controlplane-manager"))
-	if bootstrapErr == nil && controlPlaneErr == nil {
+	built := true
+	for _, part := range spec.parts() {
+		if _, err := os.Stat(filepath.Join(dir, partName(part)+"-manager")); err != nil {
+			built = false
+		}
+	}
+	if built {
 		return dir, nil
 	}
 	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "ensure-providers.sh"))
@@ -165,8 +208,8 @@ func providerBinaries(spec CAPIProviderSpec) (string, error) {
 	return dir, nil
 }
 
-func (p *CAPIProviders) start(ctx context.Context, b *Bed, binDir string) error {
-	kubeconfig, err := b.Management.Kubeconfig()
+func (p *CAPIProviders) start(ctx context.Context, mgmt *testenv.Environment, binDir string) error {
+	kubeconfig, err := mgmt.Kubeconfig()
 	if err != nil {
 		return err
 	}
@@ -174,7 +217,8 @@ func (p *CAPIProviders) start(ctx context.Context, b *Bed, binDir string) error 
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		return err
 	}
-	for _, part := range []string{"bootstrap", "controlplane"} {
+	for _, part := range p.Spec.parts() {
+		name := partName(part)
 		ports, err := freeLoopbackPorts(3)
 		if err != nil {
 			return err
@@ -184,10 +228,10 @@ func (p *CAPIProviders) start(ctx context.Context, b *Bed, binDir string) error 
 			HealthAddr:  fmt.Sprintf("127.0.0.1:%d", ports[0]),
 			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]),
 			WebhookPort: ports[2],
-			LogFile:     filepath.Join(p.workDir, part+".log"),
-			binary:      filepath.Join(binDir, part+"-manager"),
+			LogFile:     filepath.Join(p.workDir, name+".log"),
+			binary:      filepath.Join(binDir, name+"-manager"),
 			kubeconfig:  kubeconfigPath,
-			tmpDir:      filepath.Join(p.workDir, part+"-tmp"),
+			tmpDir:      filepath.Join(p.workDir, name+"-tmp"),
 		}
 		// controller-runtime's default certificate directory, under the process's TMPDIR, so
 		// that a provider without a --webhook-cert-dir flag finds it too.
@@ -197,13 +241,13 @@ func (p *CAPIProviders) start(ctx context.Context, b *Bed, binDir string) error 
 		}
 		p.Processes = append(p.Processes, proc)
 		// The CRDs first: the manager's caches need them; their conversion goes to the manager.
-		if err := p.installCRDs(ctx, b, proc); err != nil {
+		if err := p.installCRDs(ctx, mgmt.Client, proc); err != nil {
 			return err
 		}
 		if err := p.run(ctx, proc); err != nil {
 			return err
 		}
-		if err := p.installWebhooks(ctx, b, proc); err != nil {
+		if err := p.installWebhooks(ctx, mgmt.Client, proc); err != nil {
 			return err
 		}
 	}
@@ -212,7 +256,7 @@ func (p *CAPIProviders) start(ctx context.Context, b *Bed, binDir string) error 
 
 // installCRDs renders the part's config/crd as its kustomization does (contract labels,
 // conversion webhook) and points the conversion webhook at the process.
-func (p *CAPIProviders) installCRDs(ctx context.Context, b *Bed, proc *CAPIProviderProcess) error {
+func (p *CAPIProviders) installCRDs(ctx context.Context, c client.Client, proc *CAPIProviderProcess) error {
 	rendered, err := testenv.Kustomize(filepath.Join(p.ModuleDir, proc.Part, "config", "crd"))
 	if err != nil {
 		return err
@@ -238,19 +282,19 @@ func (p *CAPIProviders) installCRDs(ctx context.Context, b *Bed, proc *CAPIProvi
 				CABundle: proc.caPEM,
 			}
 		}
-		if err := apply(ctx, b.Management.Client, crd); err != nil {
+		if err := apply(ctx, c, crd); err != nil {
 			return err
 		}
 		crds = append(crds, crd)
 	}
 	if len(crds) == 0 {
-		return fmt.Errorf("%s %s: no CRDs in %s/config/crd", p.Spec.Module, proc.Part, proc.Part)
+		return fmt.Errorf("%s %s: no CRDs in %s/config/crd", p.Spec.Module, partName(proc.Part), proc.Part)
 	}
 	// Established, and known to the management clients' discovery.
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, crd := range crds {
 			got := &apiextensionsv1.CustomResourceDefinition{}
-			if err := b.Management.Client.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
 				return false, err
 			}
 			established := false
@@ -267,7 +311,7 @@ func (p *CAPIProviders) installCRDs(ctx context.Context, b *Bed, proc *CAPIProvi
 
 // installWebhooks installs the part's webhook configurations (config/webhook/manifests.yaml),
 // pointed at the process's loopback port with the bed's CA, as cainjector would inject it.
-func (p *CAPIProviders) installWebhooks(ctx context.Context, b *Bed, proc *CAPIProviderProcess) error {
+func (p *CAPIProviders) installWebhooks(ctx context.Context, c client.Client, proc *CAPIProviderProcess) error {
 	data, err := os.ReadFile(filepath.Join(p.ModuleDir, proc.Part, "config", "webhook", "manifests.yaml"))
 	if err != nil {
 		return err
@@ -276,7 +320,7 @@ func (p *CAPIProviders) installWebhooks(ctx context.Context, b *Bed, proc *CAPIP
 	if err != nil {
 		return err
 	}
-	prefix := p.Spec.Name + "-" + proc.Part + "-"
+	prefix := p.Spec.Name + "-" + partName(proc.Part) + "-"
 	toLoopback := func(cc *admissionv1.WebhookClientConfig) {
 		path := ""
 		if cc.Service != nil {
@@ -295,7 +339,7 @@ func (p *CAPIProviders) installWebhooks(ctx context.Context, b *Bed, proc *CAPIP
 			for i := range cfg.Webhooks {
 				toLoopback(&cfg.Webhooks[i].ClientConfig)
 			}
-			if err := apply(ctx, b.Management.Client, cfg); err != nil {
+			if err := apply(ctx, c, cfg); err != nil {
 				return err
 			}
 		case "ValidatingWebhookConfiguration":
@@ -307,7 +351,7 @@ func (p *CAPIProviders) installWebhooks(ctx context.Context, b *Bed, proc *CAPIP
 			for i := range cfg.Webhooks {
 				toLoopback(&cfg.Webhooks[i].ClientConfig)
 			}
-			if err := apply(ctx, b.Management.Client, cfg); err != nil {
+			if err := apply(ctx, c, cfg); err != nil {
 				return err
 			}
 		}
@@ -344,7 +388,7 @@ func (p *CAPIProviders) run(ctx context.Context, proc *CAPIProviderProcess) erro
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
-		return fmt.Errorf("starting the %s %s manager: %w", p.Spec.Name, proc.Part, err)
+		return fmt.Errorf("starting the %s %s manager: %w", p.Spec.Name, partName(proc.Part), err)
 	}
 	proc.cmd, proc.done = cmd, make(chan error, 1)
 	go func() {
@@ -358,7 +402,7 @@ func (p *CAPIProviders) run(ctx context.Context, proc *CAPIProviderProcess) erro
 		case err := <-proc.done:
 			proc.done <- err
 			log, _ := os.ReadFile(proc.LogFile)
-			return false, fmt.Errorf("the %s %s manager exited: %v\n%s", p.Spec.Name, proc.Part, err, tail(log, 4096))
+			return false, fmt.Errorf("the %s %s manager exited: %v\n%s", p.Spec.Name, partName(proc.Part), err, tail(log, 4096))
 		default:
 		}
 		conn, err := tls.DialWithDialer(dialer, "tcp", webhookAddr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a loopback readiness check
@@ -377,7 +421,7 @@ func (p *CAPIProviders) run(ctx context.Context, proc *CAPIProviderProcess) erro
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the %s %s manager (log: %s): %w", p.Spec.Name, proc.Part, proc.LogFile, err)
+		return fmt.Errorf("waiting for the %s %s manager (log: %s): %w", p.Spec.Name, partName(proc.Part), proc.LogFile, err)
 	}
 	return nil
 }
@@ -424,7 +468,7 @@ func (p *CAPIProviders) Logs() map[string]string {
 	logs := map[string]string{}
 	for _, proc := range p.Processes {
 		data, _ := os.ReadFile(proc.LogFile)
-		logs[proc.Part] = string(data)
+		logs[partName(proc.Part)] = string(data)
 	}
 	return logs
 }

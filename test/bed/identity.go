@@ -21,16 +21,24 @@ const SharedNamespace = "default"
 // provider's namespace, and a HarvesterClusterIdentity of that name allowing management
 // namespace namespace, Harvester namespace target and the shared namespace. It is idempotent.
 func (b *Bed) LendIdentity(ctx context.Context, name, namespace, target string) error {
-	if b.Provider == nil {
+	return b.lendIdentity(ctx, b.Management.Client, b.Provider, name, namespace, target)
+}
+
+// LendIdentityIn is LendIdentity in a further management cluster.
+func (b *Bed) LendIdentityIn(ctx context.Context, m *Management, name, namespace, target string) error {
+	return b.lendIdentity(ctx, m.Env.Client, m.Provider, name, namespace, target)
+}
+
+func (b *Bed) lendIdentity(ctx context.Context, c client.Client, provider *Provider, name, namespace, target string) error {
+	if provider == nil {
 		return errors.New("lending an identity needs the provider installed")
 	}
 	kubeconfig, err := b.Harvester.ProviderKubeconfig(ctx)
 	if err != nil {
 		return err
 	}
-	c := b.Management.Client
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.Provider.Namespace, Name: "identity-" + name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: provider.Namespace, Name: "identity-" + name},
 		Data:       map[string][]byte{infrav1.IdentitySecretKey: kubeconfig},
 	}
 	if err := c.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 
@@ -15,9 +16,15 @@ import (
 // kubeadm providers when the bed runs them, and the provider installed as it ships, its manager
 // binary as its own process.
 type Management struct {
-	Env          *testenv.Environment
+	Env *testenv.Environment
+	// ClusterCache is the in-process CAPI core's; nil when CAPI runs as processes
+	// (AddManagementOnCAPI).
 	ClusterCache clustercache.ClusterCache
 	Provider     *Provider
+
+	capiMu sync.Mutex
+	// capi are the Cluster API managers run as processes for this cluster, core first.
+	capi []*CAPIProviders
 }
 
 // AddManagement starts another management cluster; Stop stops it (its Clusters deleted first).
@@ -49,6 +56,50 @@ func (b *Bed) AddManagement(ctx context.Context, o ProviderOptions) (*Management
 	return m, nil
 }
 
+// AddManagementOnCAPI starts another management cluster whose Cluster API core is spec's
+// manager as its own process (a CAPI version other than the one the bed runs in-process: its own
+// CRDs, webhooks and conversion), with the provider installed as it ships. StopManagement (or the
+// bed's Stop) deletes its Clusters, then stops the provider and the CAPI processes.
+func (b *Bed) AddManagementOnCAPI(ctx context.Context, spec CAPIProviderSpec, o ProviderOptions) (*Management, error) {
+	env, err := testenv.StartManagementWithoutCAPI()
+	if err != nil {
+		return nil, err
+	}
+	m := &Management{Env: env}
+	b.mu.Lock()
+	b.managements = append(b.managements, m)
+	b.mu.Unlock()
+	if err := env.StartManager(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := m.StartCAPIProviders(ctx, spec); err != nil {
+		return nil, err
+	}
+	if m.Provider, err = installProvider(ctx, env, o); err != nil {
+		return nil, err
+	}
+	b.Nodes.AddManagement(env.Client)
+	return m, nil
+}
+
+// StartCAPIProviders runs spec's managers as processes against this management cluster, once:
+// a second call returns the running ones.
+func (m *Management) StartCAPIProviders(ctx context.Context, spec CAPIProviderSpec) (*CAPIProviders, error) {
+	m.capiMu.Lock()
+	defer m.capiMu.Unlock()
+	for _, p := range m.capi {
+		if p.Spec.Name == spec.Name {
+			return p, nil
+		}
+	}
+	p, err := startCAPIProviders(ctx, m.Env, spec)
+	if err != nil {
+		return nil, err
+	}
+	m.capi = append(m.capi, p)
+	return p, nil
+}
+
 // StopManagement stops a management cluster AddManagement started, before the bed's end: its
 // Clusters are deleted first, while its provider still runs.
 func (b *Bed) StopManagement(ctx context.Context, m *Management) error {
@@ -66,6 +117,13 @@ func (m *Management) stop(ctx context.Context) error {
 	errs := []error{deleteClusters(ctx, m.Env.Client)}
 	if m.Provider != nil {
 		errs = append(errs, m.Provider.cleanup())
+	}
+	m.capiMu.Lock()
+	capi := m.capi
+	m.capi = nil
+	m.capiMu.Unlock()
+	for _, p := range slices.Backward(capi) {
+		errs = append(errs, p.stop())
 	}
 	errs = append(errs, m.Env.Stop())
 	if s, ok := m.ClusterCache.(interface{ Shutdown() }); ok {

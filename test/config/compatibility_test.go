@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/semver"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
@@ -47,6 +49,7 @@ func TestCompatibilityTable(t *testing.T) {
 	g.Expect(string(makefile)).To(ContainSubstring(`HARVESTER_VERSION ?= $(shell awk '$$1 == "github.com/harvester/harvester" {print $$2}' go.mod)`))
 	for component, want := range map[string]string{
 		"Cluster API (core, kubeadm bootstrap and control plane)":       required["sigs.k8s.io/cluster-api"],
+		"Cluster API core, the previous minor":                          bed.PreviousCAPICore.Version,
 		"Cluster API RKE2 provider (rancher/cluster-api-provider-rke2)": bed.RKE2.Version,
 		"Cluster API K3s provider (k3s-io/cluster-api-k3s)":             bed.K3s.Version,
 		"Cluster API IPAM provider in-cluster":                          ipam,
@@ -57,6 +60,19 @@ func TestCompatibilityTable(t *testing.T) {
 		g.Expect(want).NotTo(BeEmpty(), component)
 		g.Expect(table).To(HaveKeyWithValue(component, want), "docs/compatibility.md's row for %s", component)
 	}
+	// Since v1.14 CAPI's API is a module of its own, required at CAPI's version.
+	g.Expect(required).To(HaveKeyWithValue("sigs.k8s.io/cluster-api/api", required["sigs.k8s.io/cluster-api"]))
+	// The previous minor is the one before go.mod's, and hack/ensure-providers.sh builds it.
+	current, previous := semver.MajorMinor(required["sigs.k8s.io/cluster-api"]), semver.MajorMinor(bed.PreviousCAPICore.Version)
+	var major, minor, prevMajor, prevMinor int
+	_, err = fmt.Sscanf(current, "v%d.%d", &major, &minor)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = fmt.Sscanf(previous, "v%d.%d", &prevMajor, &prevMinor)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]int{prevMajor, prevMinor}).To(Equal([]int{major, minor - 1}), "bed.PreviousCAPICore is the minor before go.mod's CAPI")
+	script, err := os.ReadFile(filepath.Join(root, "hack", "ensure-providers.sh"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(script)).To(ContainSubstring("CAPI_PREVIOUS_VERSION=${CAPI_PREVIOUS_VERSION:-" + bed.PreviousCAPICore.Version + "}"))
 	// The clusterctl the docs' commands run with (`make clusterctl`) is the same CAPI's.
 	hackMod, err := os.ReadFile(filepath.Join(root, "hack", "clusterctl", "go.mod"))
 	g.Expect(err).NotTo(HaveOccurred())

@@ -37,11 +37,36 @@ type distributionFlavour struct {
 	serverLabels map[string]string
 }
 
+// onManagement is the management cluster a distribution scenario runs on.
+type onManagement struct {
+	client         client.Client
+	startProviders func(bed.CAPIProviderSpec) (*bed.CAPIProviders, error)
+	lendIdentity   func(name, namespace, target string) error
+}
+
+// theBedsManagement is the bed's own management cluster (CAPI in-process).
+func theBedsManagement() onManagement {
+	return onManagement{
+		client: mgmt(),
+		startProviders: func(spec bed.CAPIProviderSpec) (*bed.CAPIProviders, error) {
+			return testBed.StartCAPIProviders(ctx, spec)
+		},
+		lendIdentity: func(name, namespace, target string) error {
+			return testBed.LendIdentity(ctx, name, namespace, target)
+		},
+	}
+}
+
 // provisionsWithItsProviders provisions a flavour with one control-plane machine and one worker
 // with the real providers (as processes) and our manager, checks the Machines and Nodes, deletes
 // the cluster and checks nothing is left on Harvester.
 func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP, lastIP string) {
-	providers, err := testBed.StartCAPIProviders(ctx, f.providers)
+	provisionsOn(theBedsManagement(), f, namespace, name, firstIP, lastIP)
+}
+
+// provisionsOn is provisionsWithItsProviders on management cluster m.
+func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstIP, lastIP string) {
+	providers, err := m.startProviders(f.providers)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		if CurrentSpecReport().Failed() {
@@ -52,7 +77,7 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 	})
 
 	target := "h-" + namespace
-	Expect(client.IgnoreAlreadyExists(mgmt().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
+	Expect(client.IgnoreAlreadyExists(m.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
 	Expect(testBed.Harvester.AddTargetNamespace(ctx, target)).To(Succeed())
 	// The guest apiserver listens on the load balancer's address: a loopback pool for the
 	// cluster's Harvester namespace.
@@ -61,7 +86,7 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 		Namespace: target, Priority: testBed.Harvester.UniquePriority(),
 	})).To(Succeed())
 	// The platform admin lends the tenant an identity (docs/harvester-identity.md).
-	Expect(testBed.LendIdentity(ctx, namespace, namespace, target)).To(Succeed())
+	Expect(m.lendIdentity(namespace, namespace, target)).To(Succeed())
 
 	variables := map[string]string{
 		"CLUSTER_NAME":                name,
@@ -82,20 +107,20 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 	objs, err := testenv.DecodeObjects(manifest)
 	Expect(err).NotTo(HaveOccurred())
 	for _, o := range objs {
-		Expect(mgmt().Create(ctx, o)).To(Succeed(), "creating %s %s", o.GetKind(), o.GetName())
+		Expect(m.client.Create(ctx, o)).To(Succeed(), "creating %s %s", o.GetKind(), o.GetName())
 	}
 
 	By("the control-plane provider initialises the control plane on the load balancer's loopback address")
 	cluster := &clusterv1.Cluster{}
 	Eventually(func(g Gomega) {
-		g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
+		g.Expect(m.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
 		g.Expect(cluster.Spec.ControlPlaneEndpoint.Host).To(HavePrefix("127.77.0."))
 		g.Expect(cluster.Status.Initialization.ControlPlaneInitialized).To(Equal(ptr.To(true)))
 	}).WithTimeout(3 * time.Minute).Should(Succeed())
 	controlPlane := &unstructured.Unstructured{}
 	controlPlane.SetAPIVersion(f.controlPlaneAPIVersion)
 	controlPlane.SetKind(f.controlPlaneKind)
-	Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, controlPlane)).To(Succeed())
+	Expect(m.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, controlPlane)).To(Succeed())
 	initialized, _, _ := unstructured.NestedBool(controlPlane.Object, "status", "initialized")
 	Expect(initialized).To(BeTrue(), "%s status: %v", f.controlPlaneKind, controlPlane.Object["status"])
 
@@ -103,7 +128,7 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 	gc := testBed.Guest(namespace, name)
 	Eventually(func(g Gomega) {
 		machines := &clusterv1.MachineList{}
-		g.Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+		g.Expect(m.client.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
 		g.Expect(machines.Items).To(HaveLen(2))
 		gc = testBed.Guest(namespace, name)
 		g.Expect(gc).NotTo(BeNil(), "no guest control plane yet")
@@ -113,14 +138,14 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 			g.Expect(m.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix), "machine %s", m.Name)
 			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
 		}
-	}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachines(namespace, name) })
+	}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(m.client, namespace, name) })
 
 	By("the Nodes carry the distribution's labels: the server's roles on the control plane only")
 	nodes := &corev1.NodeList{}
 	Expect(gc.Env.Client.List(ctx, nodes)).To(Succeed())
 	Expect(nodes.Items).To(HaveLen(2))
 	machines := &clusterv1.MachineList{}
-	Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+	Expect(m.client.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
 	controlPlaneNodes := map[string]bool{}
 	for _, m := range machines.Items {
 		_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
@@ -154,11 +179,11 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 
 	By("the guest apiserver serves with the CAs the control-plane provider generated: its kubeconfig Secret works")
 	kubeconfigSecret := &corev1.Secret{}
-	Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-kubeconfig"}, kubeconfigSecret)).To(Succeed())
+	Expect(m.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-kubeconfig"}, kubeconfigSecret)).To(Succeed())
 	restConfig, err := clientcmd.RESTConfigFromKubeConfig(kubeconfigSecret.Data["value"])
 	Expect(err).NotTo(HaveOccurred())
 	serverCA := &corev1.Secret{}
-	Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-ca"}, serverCA)).To(Succeed())
+	Expect(m.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-ca"}, serverCA)).To(Succeed())
 	Expect(restConfig.CAData).To(Equal(serverCA.Data["tls.crt"]))
 	providerClient, err := client.New(restConfig, client.Options{})
 	Expect(err).NotTo(HaveOccurred())
@@ -167,9 +192,9 @@ func provisionsWithItsProviders(f distributionFlavour, namespace, name, firstIP,
 	Expect(viaProvider.Items).To(HaveLen(2))
 
 	By("deleting the Cluster removes everything on Harvester")
-	Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
+	Expect(m.client.Delete(ctx, cluster)).To(Succeed())
 	Eventually(func() bool {
-		return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
+		return apierrors.IsNotFound(m.client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
 	}).WithTimeout(3 * time.Minute).Should(BeTrue())
 	leakFree(target)
 }
@@ -184,8 +209,13 @@ func lastLines(s string, n int) string {
 
 // describeMachines says, a line each, where a cluster's Machines stand.
 func describeMachines(namespace, name string) string {
+	return describeMachinesIn(mgmt(), namespace, name)
+}
+
+// describeMachinesIn is describeMachines in any management cluster.
+func describeMachinesIn(c client.Client, namespace, name string) string {
 	machines := &clusterv1.MachineList{}
-	if err := mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+	if err := c.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
 		return err.Error()
 	}
 	out := ""

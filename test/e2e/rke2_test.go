@@ -8,18 +8,20 @@ import (
 
 var _ = Describe("an RKE2 cluster from cluster-template-rke2.yaml", func() {
 	It("comes up with the RKE2 bootstrap and control-plane providers (v0.21.0, as processes), and leaves nothing behind", func() {
-		provisionsWithItsProviders(distributionFlavour{
-			providers: bed.RKE2,
-			template:  "cluster-template-rke2.yaml",
-			variables: map[string]string{"RKE2_VERSION": "v1.35.4+rke2r1"},
-			// The template writes v1beta1, the provider's storage version.
-			controlPlaneAPIVersion: "controlplane.cluster.x-k8s.io/v1beta1", controlPlaneKind: "RKE2ControlPlane",
-			// What an RKE2 server puts on its Node (embedded etcd).
-			serverLabels: map[string]string{
-				"node-role.kubernetes.io/control-plane": "true",
-				"node-role.kubernetes.io/master":        "true",
-				"node-role.kubernetes.io/etcd":          "true",
-			},
-		}, "rke2", "rc", "127.77.0.30", "127.77.0.39")
+		provisionsWithItsProviders(rke2Flavour, "rke2", "rc", "127.77.0.30", "127.77.0.39")
 	})
 })
+
+var rke2Flavour = distributionFlavour{
+	providers: bed.RKE2,
+	template:  "cluster-template-rke2.yaml",
+	variables: map[string]string{"RKE2_VERSION": "v1.35.4+rke2r1"},
+	// The template writes v1beta1, the provider's storage version.
+	controlPlaneAPIVersion: "controlplane.cluster.x-k8s.io/v1beta1", controlPlaneKind: "RKE2ControlPlane",
+	// What an RKE2 server puts on its Node (embedded etcd).
+	serverLabels: map[string]string{
+		"node-role.kubernetes.io/control-plane": "true",
+		"node-role.kubernetes.io/master":        "true",
+		"node-role.kubernetes.io/etcd":          "true",
+	},
+}

@@ -192,6 +192,22 @@ func StartBareManagement() (*Environment, error) {
 	return Start(o)
 }
 
+// StartManagementWithoutCAPI starts a management cluster with this provider's CRDs only: no
+// Cluster API CRDs, webhooks or conversion in-process. The caller installs a Cluster API of its
+// own (another version's, as processes) and the provider as it ships.
+func StartManagementWithoutCAPI() (*Environment, error) {
+	o, err := ManagementOptions()
+	if err != nil {
+		return nil, err
+	}
+	o.CRDs = slices.DeleteFunc(o.CRDs, func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+		return crd.Spec.Group != infrav1.GroupVersion.Group
+	})
+	o.ConversionWebhookCRDs = nil
+	o.MutatingWebhooks, o.ValidatingWebhooks, o.SetupWebhooks = nil, nil, nil
+	return Start(o)
+}
+
 // providerWebhookPrefix names this provider's webhook configurations in the test environment.
 const providerWebhookPrefix = "harvester-"
 
