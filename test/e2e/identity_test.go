@@ -262,6 +262,20 @@ var _ = Describe("A target namespace the admin has not bound the identity in", f
 		Expect(written.Clusters["harvester"].Server).To(Equal(testBed.Harvester.Env.Config.Host))
 		Expect(written.Clusters["harvester"].CertificateAuthorityData).NotTo(BeEmpty(), "the CA is inline")
 		Expect(written.AuthInfos["capi-harvester-provider"].Token).NotTo(BeEmpty(), "the token is inline")
+		By("a token that lives as long as its Secret, filled by Kubernetes' token controller, with the docs' commands: it may create VMs too")
+		legacyDir := GinkgoT().TempDir()
+		out = runDocumented(documentedBlock("harvester-identity.md", "legacy-token")+documentedBlock("harvester-identity.md", "write-kubeconfig"), legacyDir,
+			"KUBECONFIG="+adminPath, "HARVESTER_API="+testBed.Harvester.Env.Config.Host, "TARGET_NAMESPACE="+target)
+		Expect(strings.TrimSpace(out)).To(HaveSuffix("yes"))
+		legacy, err := clientcmd.LoadFromFile(filepath.Join(legacyDir, "harvester.kubeconfig"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(legacy.AuthInfos["capi-harvester-provider"].Token).NotTo(Or(BeEmpty(), Equal(written.AuthInfos["capi-harvester-provider"].Token)),
+			"the Secret's token, not the TokenRequest one")
+		tokenSecret := &corev1.Secret{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: "capi-harvester", Name: "capi-harvester-provider-token"}, tokenSecret)).To(Succeed())
+		Expect(string(tokenSecret.Data["token"])).To(Equal(legacy.AuthInfos["capi-harvester-provider"].Token))
+		Expect(harvesterClient().Delete(ctx, tokenSecret)).To(Succeed())
+
 		By("the kubeconfig goes into a Secret of the cluster's namespace that clusterctl move carries, with the docs' commands")
 		management, err := testBed.Management.Kubeconfig()
 		Expect(err).NotTo(HaveOccurred())

@@ -161,6 +161,7 @@ type Harvester struct {
 	ips     *ipAllocator
 	lb      *processes // Harvester's own load balancer controller and webhook
 	webhook *processes // Harvester's own admission webhook server
+	kcm     *processes // Kubernetes' token controller
 
 	priorities atomic.Uint32 // UniquePriority's
 
@@ -219,6 +220,9 @@ func (h *Harvester) start(ctx context.Context) error {
 	if err := h.startLoadBalancer(ctx); err != nil {
 		return err
 	}
+	if err := h.startTokenController(ctx); err != nil {
+		return err
+	}
 	if err := h.seedIPPools(ctx); err != nil {
 		return err
 	}
@@ -243,7 +247,7 @@ func (h *Harvester) Stop() error {
 			err = errors.Join(err, p.close())
 		}
 		h.mu.Unlock()
-		err = errors.Join(err, h.lb.stop(), h.webhook.stop(), h.Env.Stop())
+		err = errors.Join(err, h.lb.stop(), h.webhook.stop(), h.kcm.stop(), h.Env.Stop())
 	})
 	return err
 }

@@ -256,6 +256,12 @@ func (e *Environment) Stop() error {
 	return err
 }
 
+// ServiceAccountSigningKeyFile is the private key the apiserver signs service-account tokens
+// with (envtest's), for a token controller that mints tokens it accepts.
+func (e *Environment) ServiceAccountSigningKeyFile() string {
+	return filepath.Join(e.env.ControlPlane.GetAPIServer().CertDir, "sa-signer.key")
+}
+
 // Kubeconfig returns an admin kubeconfig of the control plane.
 func (e *Environment) Kubeconfig() ([]byte, error) {
 	return clientcmd.Write(clientcmdapi.Config{

@@ -1,0 +1,44 @@
+package harvestersim
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// Kubernetes' own token controller (kube-controller-manager's serviceaccount-token-controller,
+// built with kube-apiserver by hack/ensure-control-plane.sh) runs against every simulated
+// Harvester, as Harvester's RKE2 runs it: a `kubernetes.io/service-account-token` Secret gets
+// its token (signed with the apiserver's service-account key, so the apiserver accepts it), the
+// CA and the namespace. Only that controller: Harvester's others are simulated (harvester.go).
+func (h *Harvester) startTokenController(ctx context.Context) error {
+	assets, err := testenv.AssetsDir()
+	if err != nil {
+		return err
+	}
+	p, err := newProcesses("Kubernetes' token controller", "harvester-kcm-")
+	if err != nil {
+		return err
+	}
+	h.kcm = p
+	kubeconfig, err := h.Env.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	kubeconfigPath, err := p.writeFile("admin.kubeconfig", kubeconfig)
+	if err != nil {
+		return err
+	}
+	caPath, err := p.writeFile("ca.crt", h.Env.Config.CAData)
+	if err != nil {
+		return err
+	}
+	return p.start(ctx, "kube-controller-manager", filepath.Join(assets, "kube-controller-manager"), []string{
+		"--kubeconfig=" + kubeconfigPath,
+		"--leader-elect=false", "--secure-port=0",
+		"--controllers=serviceaccount-token-controller",
+		"--service-account-private-key-file=" + h.Env.ServiceAccountSigningKeyFile(),
+		"--root-ca-file=" + caPath,
+	}, nil)
+}
