@@ -28,7 +28,8 @@ func (b *Bed) startDistribution(ctx context.Context, userData []byte) (*guest.Cl
 		if n == nil || !n.Init {
 			continue
 		}
-		namespace, name, err := b.Nodes.Owner(ctx, userData)
+		// The Cluster is in whichever management cluster holds the bootstrap data.
+		mgmt, namespace, name, err := b.Nodes.Owner(ctx, userData)
 		if err != nil {
 			return nil, err
 		}
@@ -36,7 +37,7 @@ func (b *Bed) startDistribution(ctx context.Context, userData []byte) (*guest.Cl
 			return nil, fmt.Errorf("no Cluster's %s bootstrap data is in this VM's user data", d.Name)
 		}
 		cluster := &clusterv1.Cluster{}
-		if err := b.Management.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); err != nil {
+		if err := mgmt.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); err != nil {
 			return nil, err
 		}
 		ep := cluster.Spec.ControlPlaneEndpoint

@@ -73,6 +73,7 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 			for part, log := range providers.Logs() {
 				GinkgoWriter.Printf("--- %s %s manager log (tail) ---\n%s\n", f.providers.Name, part, lastLines(log, 60))
 			}
+			GinkgoWriter.Printf("--- where the cluster stands ---\n%s\n%s", describeClusterIn(m.client, namespace, name), describeMachinesIn(m.client, namespace, name))
 		}
 	})
 
@@ -205,6 +206,33 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// describeClusterIn says what a Cluster's and its HarvesterCluster's conditions that are not
+// true say.
+func describeClusterIn(c client.Client, namespace, name string) string {
+	out := ""
+	cluster := &clusterv1.Cluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); err != nil {
+		return err.Error() + "\n"
+	}
+	out += fmt.Sprintf("cluster %s phase %s initialization %+v\n", name, cluster.Status.Phase, cluster.Status.Initialization)
+	for _, cond := range cluster.Status.Conditions {
+		if cond.Status != metav1.ConditionTrue {
+			out += fmt.Sprintf("  %s=%s %s: %s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
+		}
+	}
+	hc := &infrav1.HarvesterCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, hc); err != nil {
+		return out + err.Error() + "\n"
+	}
+	out += fmt.Sprintf("harvestercluster %s provisioned %v\n", name, ptr.Deref(hc.Status.Initialization.Provisioned, false))
+	for _, cond := range hc.Status.Conditions {
+		if cond.Status != metav1.ConditionTrue {
+			out += fmt.Sprintf("  %s=%s %s: %s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
+		}
+	}
+	return out
 }
 
 // describeMachines says, a line each, where a cluster's Machines stand.

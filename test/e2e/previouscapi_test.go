@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -16,6 +18,19 @@ var _ = Describe("a management cluster on the previous Cluster API minor", func(
 		m, err := testBed.AddManagementOnCAPI(ctx, bed.PreviousCAPICore, providerOptions)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { Expect(testBed.StopManagement(ctx, m)).To(Succeed()) })
+		DeferCleanup(func() {
+			if !CurrentSpecReport().Failed() {
+				return
+			}
+			if core, err := m.StartCAPIProviders(ctx, bed.PreviousCAPICore); err == nil {
+				for part, log := range core.Logs() {
+					GinkgoWriter.Printf("--- CAPI %s %s manager log (tail) ---\n%s\n", bed.PreviousCAPICore.Version, part, lastLines(log, 60))
+				}
+			}
+			if log, err := os.ReadFile(m.Provider.LogFile); err == nil {
+				GinkgoWriter.Printf("--- our manager's log there (tail) ---\n%s\n", lastLines(string(log), 60))
+			}
+		})
 
 		By("the Cluster CRD is v1.13's: no status.controlPlane.versions, which v1.14 added")
 		crd := &apiextensionsv1.CustomResourceDefinition{}

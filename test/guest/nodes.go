@@ -294,24 +294,30 @@ func (a *NodeAgent) join(ctx context.Context, g *Cluster, vmi *kubevirtv1.Virtua
 	return ctrl.Result{}, controlPlanePods(ctx, g.Env.Client, name)
 }
 
-// Owner returns the namespace and name of the Cluster whose Machine's bootstrap data the user
-// data carries; empty when none.
-func (a *NodeAgent) Owner(ctx context.Context, userData []byte) (string, string, error) {
-	return a.owner(ctx, userData)
-}
-
-// owner finds the Cluster whose Machine's bootstrap data the user data carries.
-func (a *NodeAgent) owner(ctx context.Context, userData []byte) (string, string, error) {
-	secrets, err := a.bootstrapSecrets(ctx, client.HasLabels{"cluster.x-k8s.io/cluster-name"})
-	if err != nil {
-		return "", "", err
-	}
-	for _, s := range secrets {
-		if CarriesBootstrapData(userData, s.Data["value"]) {
-			return s.Namespace, s.Labels["cluster.x-k8s.io/cluster-name"], nil
+// Owner returns the management cluster (its client) and the namespace and name of the Cluster
+// whose Machine's bootstrap data the user data carries; empty when none.
+func (a *NodeAgent) Owner(ctx context.Context, userData []byte) (client.Client, string, string, error) {
+	a.mu.Lock()
+	managements := slices.Clone(a.managements)
+	a.mu.Unlock()
+	for _, c := range managements {
+		secrets := &corev1.SecretList{}
+		if err := c.List(ctx, secrets, client.HasLabels{"cluster.x-k8s.io/cluster-name"}); err != nil {
+			return nil, "", "", err
+		}
+		for _, s := range secrets.Items {
+			if isBootstrapSecret(&s) && CarriesBootstrapData(userData, s.Data["value"]) {
+				return c, s.Namespace, s.Labels["cluster.x-k8s.io/cluster-name"], nil
+			}
 		}
 	}
-	return "", "", nil
+	return nil, "", "", nil
+}
+
+// owner is Owner without the management cluster.
+func (a *NodeAgent) owner(ctx context.Context, userData []byte) (string, string, error) {
+	_, namespace, name, err := a.Owner(ctx, userData)
+	return namespace, name, err
 }
 
 func isBootstrapSecret(s *corev1.Secret) bool {
