@@ -14,7 +14,7 @@
 set -euo pipefail
 
 RKE2_VERSION=${RKE2_VERSION:-v0.21.0}
-K3S_VERSION=${K3S_VERSION:-v0.3.0}
+K3S_VERSION=${K3S_VERSION:-v0.4.0}
 CAPI_PREVIOUS_VERSION=${CAPI_PREVIOUS_VERSION:-v1.13.6}
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$root/bin/providers}
@@ -75,7 +75,7 @@ build() {
   trap - EXIT
 }
 
-# K3s v0.3.0's managers listen for webhooks on :9443, a literal in bootstrap/main.go and
+# K3s's managers (v0.3.0 and v0.4.0) listen for webhooks on :9443, a literal in bootstrap/main.go and
 # controlplane/main.go with no flag, so its two processes could not share one host (in a cluster
 # each has its pod's network). The build uses a copy of the module whose literal reads
 # CAPI_K3S_WEBHOOK_PORT (9443 when unset); nothing else changes.

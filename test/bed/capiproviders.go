@@ -106,7 +106,7 @@ var PreviousCAPICore = CAPIProviderSpec{
 // a host) with the certificate in controller-runtime's default directory under TMPDIR, and serve
 // no health endpoint (the bed waits for the webhook server instead).
 var K3s = CAPIProviderSpec{
-	Name: "k3s", Module: "github.com/k3s-io/cluster-api-k3s", Version: "v0.3.0",
+	Name: "k3s", Module: "github.com/k3s-io/cluster-api-k3s", Version: "v0.4.0",
 	Flags: func(p *CAPIProviderProcess) []string {
 		return []string{"--kubeconfig=" + p.kubeconfig, "--metrics-addr=" + p.MetricsAddr, syncPeriod}
 	},

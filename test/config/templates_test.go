@@ -83,7 +83,7 @@ var bootstrapProviders = []struct {
 	module, version, contract string
 }{
 	{"github.com/rancher/cluster-api-provider-rke2", "v0.21.0", "v1alpha1_v1beta1"},
-	{"github.com/k3s-io/cluster-api-k3s", "v0.3.0", "v1beta1_v1beta2"},
+	{"github.com/k3s-io/cluster-api-k3s", "v0.4.0", "v1beta1_v1beta2"},
 }
 
 // managementWithProviders is a management cluster with the RKE2 and K3s CRDs too.

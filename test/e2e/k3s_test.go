@@ -7,7 +7,7 @@ import (
 )
 
 var _ = Describe("a K3s cluster from cluster-template-k3s.yaml", func() {
-	It("comes up with the K3s bootstrap and control-plane providers (v0.3.0, as processes), and leaves nothing behind", func() {
+	It("comes up with the K3s bootstrap and control-plane providers (v0.4.0, as processes), and leaves nothing behind", func() {
 		provisionsWithItsProviders(distributionFlavour{
 			providers:              bed.K3s,
 			template:               "cluster-template-k3s.yaml",

@@ -2,7 +2,7 @@ package guest
 
 import "strings"
 
-// K3s is the distribution k3s-io/cluster-api-k3s installs (v0.3.0): its bootstrap data writes
+// K3s is the distribution k3s-io/cluster-api-k3s installs (v0.4.0): its bootstrap data writes
 // /etc/rancher/k3s/config.yaml and, on the first server, the cluster's CAs under
 // /var/lib/rancher/k3s/server/tls (pkg/secret: server-ca, client-ca, etcd's server-ca with
 // embedded etcd), then runs get.k3s.io's installer with `sh -s - server` or `sh -s - agent`
