@@ -24,6 +24,7 @@ import (
 	controlplaneadmission "sigs.k8s.io/cluster-api/controlplane/kubeadm/webhooks/admission"
 	coreadmission "sigs.k8s.io/cluster-api/core/webhooks/admission"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
@@ -138,6 +139,13 @@ func ManagementOptions() (Options, error) {
 		SetupWebhooks:         setupManagementWebhooks,
 		// As the provider's and CAPI's managers read them.
 		UncachedObjects: controllers.UncachedObjects(),
+		// As CAPI v1.14's contracts expect a cluster may run it: setting an owner reference
+		// needs delete on the object (and update on the owner's finalizers with
+		// blockOwnerDeletion), which the shipped manager's role must then grant.
+		ConfigureAPIServer: func(s *envtest.APIServer) error {
+			s.Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+			return nil
+		},
 		// CAPI's managers read providers' objects from their caches (internal/setup's
 		// ManagerClientOptions); live reads made the bed's CAPI core cost the management
 		// apiserver a GET per infrastructure object on every Machine and MachineSet reconcile.
