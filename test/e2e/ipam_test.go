@@ -404,9 +404,14 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 		Expect(nd.Ethernets["nic-0"].Routes).To(ConsistOf(
 			map[string]string{"to": "0.0.0.0/0", "via": "10.20.0.1"},
 			map[string]string{"to": "::/0", "via": "fd00:20::1"}))
-		vmi := &kubevirtv1.VirtualMachineInstance{}
-		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: dual.Name}, vmi)).To(Succeed())
-		Expect(vmi.Status.Interfaces[0].IPs).To(ContainElements("10.20.0.11", "fd00:20::10"))
+		// The machine is provisioned with its claimed addresses before the guest has booted and
+		// reports them on the VMI.
+		Eventually(func(g Gomega) {
+			vmi := &kubevirtv1.VirtualMachineInstance{}
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: dual.Name}, vmi)).To(Succeed())
+			g.Expect(vmi.Status.Interfaces).NotTo(BeEmpty())
+			g.Expect(vmi.Status.Interfaces[0].IPs).To(ContainElements("10.20.0.11", "fd00:20::10"))
+		}).Should(Succeed())
 		Expect(dual.Status.Addresses).To(ContainElements(
 			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: "10.20.0.11"},
 			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: "fd00:20::10"}))
