@@ -29,6 +29,11 @@ HARVESTER_LB_DIR := $(BIN)/harvester-lb/$(HARVESTER_LB_VERSION)-bed1
 # the version in go.mod (-bed1: hack/ensure-harvester-webhook.sh says what its build changes).
 HARVESTER_VERSION ?= $(shell awk '$$1 == "github.com/harvester/harvester" {print $$2}' go.mod)
 HARVESTER_WEBHOOK_DIR := $(BIN)/harvester-webhook/$(HARVESTER_VERSION)-bed1
+# KubeVirt's own admission, which every simulated Harvester runs as a process: the KubeVirt that
+# Harvester's go.mod names (hack/ensure-kubevirt.sh refuses another; -bed1: its build adds a
+# program serving only the webhooks).
+KUBEVIRT_VERSION ?= v1.7.0
+KUBEVIRT_DIR := $(BIN)/kubevirt/$(KUBEVIRT_VERSION)-bed1
 
 IMG ?= ghcr.io/seed-0a7eb009/cluster-api-provider-harvester:dev
 CCM_IMG ?= ghcr.io/seed-0a7eb009/harvester-cloud-controller-manager:dev
@@ -158,8 +163,8 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 .PHONY: test
 # The e2e package is named first: go test builds and runs packages in the order given, and the
 # longest one started first leaves the others to the second core instead of ending last.
-test: verify-generated envtest harvester-lb harvester-webhook providers ipam-provider images kubectl clusterctl jq ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
-	E2E_TIMINGS=$(ROOT)/out/e2e-timings.md IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) JQ=$(JQ) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e ./...
+test: verify-generated envtest harvester-lb harvester-webhook kubevirt providers ipam-provider images kubectl clusterctl jq ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
+	E2E_TIMINGS=$(ROOT)/out/e2e-timings.md IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) JQ=$(JQ) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e ./...
 	cd hack/images && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
 	FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 
@@ -213,14 +218,18 @@ providers: ## Build the managers the e2e suite runs as processes (RKE2 and K3s b
 
 .PHONY: chaos
 CHAOS_FOCUS ?= Manager restarts|Deletion|stops answering
-chaos: envtest harvester-lb harvester-webhook images providers ## The fault scenarios at full size (30 machines, 20 manager kills, 30 deleted at once, a 60 s Harvester outage) and their table (out/chaos.md).
+chaos: envtest harvester-lb harvester-webhook kubevirt images providers ## The fault scenarios at full size (30 machines, 20 manager kills, 30 deleted at once, a 60 s Harvester outage) and their table (out/chaos.md).
 	CHAOS_MACHINES=30 CHAOS_KILLS=20 CHAOS_DELETE_MACHINES=30 CHAOS_OUTAGE=60s CHAOS_REPORT=$(ROOT)/out/chaos.md \
-	  IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) $(GO) test -count=1 -timeout 60m ./test/e2e -ginkgo.focus '$(CHAOS_FOCUS)'
+	  IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) $(GO) test -count=1 -timeout 60m ./test/e2e -ginkgo.focus '$(CHAOS_FOCUS)'
 	@cat $(ROOT)/out/chaos.md
 
 .PHONY: harvester-lb
 harvester-lb: ## Build Harvester's load balancer (controller and webhook, go.mod's version) into bin/harvester-lb once (every simulated Harvester runs them).
 	HARVESTER_LB_VERSION=$(HARVESTER_LB_VERSION) hack/ensure-harvester-lb.sh $(HARVESTER_LB_DIR) >/dev/null
+
+.PHONY: kubevirt
+kubevirt: ## Build KubeVirt's own admission (the webhooks virt-api serves, the KubeVirt Harvester runs) and its CRDs into bin/kubevirt once (every simulated Harvester runs it).
+	HARVESTER_VERSION=$(HARVESTER_VERSION) KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) hack/ensure-kubevirt.sh $(KUBEVIRT_DIR) >/dev/null
 
 .PHONY: harvester-webhook
 harvester-webhook: ## Build Harvester's admission webhook server and VM controllers (go.mod's version) and collect the CRDs they watch into bin/harvester-webhook once (every simulated Harvester runs them).
@@ -238,9 +247,9 @@ e2e-harvester: envtest ## The end-to-end suite against a real Harvester: HARVEST
 .PHONY: bench
 BENCH_MACHINES ?= 50
 BENCH_OUT ?= $(CURDIR)/out/bench
-bench: envtest harvester-lb harvester-webhook images ## The bench suite (docs/performance.md): BENCH_MACHINES, BENCH_CLUSTERS, BENCH_STEADY, BENCH_BOOT_DELAY, BENCH_PROFILE=1, BENCH_SCALEOUT=0; table and plot in out/bench.
+bench: envtest harvester-lb harvester-webhook kubevirt images ## The bench suite (docs/performance.md): BENCH_MACHINES, BENCH_CLUSTERS, BENCH_STEADY, BENCH_BOOT_DELAY, BENCH_PROFILE=1, BENCH_SCALEOUT=0; table and plot in out/bench.
 	@rm -f $(BENCH_OUT)/report.json
-	BENCH_MACHINES=$(BENCH_MACHINES) BENCH_OUT=$(BENCH_OUT) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IMAGES_DIR=$(IMAGES_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) \
+	BENCH_MACHINES=$(BENCH_MACHINES) BENCH_OUT=$(BENCH_OUT) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IMAGES_DIR=$(IMAGES_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) \
 		$(GO) test -run '^$$' -bench '^BenchmarkSuite$$' -benchtime 1x -timeout 60m ./test/bench/; \
 	status=$$?; \
 	if [ -f $(BENCH_OUT)/report.json ]; then (cd hack/benchplot && GOWORK=off $(GO) run . -in $(BENCH_OUT)/report.json -out $(BENCH_OUT)/bench.png) && echo "plot: $(BENCH_OUT)/bench.png"; fi; \
@@ -249,8 +258,8 @@ bench: envtest harvester-lb harvester-webhook images ## The bench suite (docs/pe
 .PHONY: demo
 DEMO_FLAGS ?=
 FLAVOR ?= kubeadm
-demo: envtest harvester-lb harvester-webhook images providers ## Provision a whole cluster on the simulated Harvester with the manager from its image, delete it, check nothing is left (FLAVOR=kubeadm|rke2|k3s, DEMO_FLAGS="--workers 3").
-	IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) $(GO) run ./test/demo --flavor $(FLAVOR) $(DEMO_FLAGS)
+demo: envtest harvester-lb harvester-webhook kubevirt images providers ## Provision a whole cluster on the simulated Harvester with the manager from its image, delete it, check nothing is left (FLAVOR=kubeadm|rke2|k3s, DEMO_FLAGS="--workers 3").
+	IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) $(GO) run ./test/demo --flavor $(FLAVOR) $(DEMO_FLAGS)
 
 ##@ Tools
 

@@ -73,8 +73,9 @@ var _ = Describe("The provider's Harvester identity", func() {
 				"read Secret":   c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "someones-secret"}, &corev1.Secret{}),
 				"mint a token": c.SubResource("token").Create(ctx,
 					&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "someone"}}, &authenticationv1.TokenRequest{}),
+				// KubeVirt's admission refuses a VM without a run strategy.
 				"create VM": c.Create(ctx, &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
-					Spec: kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: kubevirtv1.VirtualMachineInstanceSpec{
+					Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: ptr.To(kubevirtv1.RunStrategyHalted), Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: kubevirtv1.VirtualMachineInstanceSpec{
 						Domain: minimalDomain(),
 					}}}}),
 				"list VMs": c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(ns)),

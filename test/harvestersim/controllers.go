@@ -16,12 +16,17 @@ var controllerOptions = controller.Options{SkipNameValidation: ptr.To(true), Max
 func (h *Harvester) setupControllers() error {
 	mgr := h.Env.Manager
 	c := mgr.GetClient()
+	// The simulator plays virt-controller and virt-handler: it writes KubeVirt's kinds as they do.
+	kv, err := h.kubeVirtClient()
+	if err != nil {
+		return err
+	}
 	for _, setup := range []func() error{
-		func() error { return (&vmReconciler{Client: c}).setup(mgr) },
-		func() error { return (&vmiReconciler{Client: c, h: h}).setup(mgr) },
+		func() error { return (&vmReconciler{Client: kv}).setup(mgr) },
+		func() error { return (&vmiReconciler{Client: kv, h: h}).setup(mgr) },
 		func() error { return (&pvcReconciler{Client: c}).setup(mgr) },
 		func() error { return (&kubeVIPReconciler{Client: c, h: h}).setup(mgr) },
-		func() error { return (&migrationReconciler{Client: c}).setup(mgr) },
+		func() error { return (&migrationReconciler{Client: kv}).setup(mgr) },
 	} {
 		if err := setup(); err != nil {
 			return err

@@ -46,6 +46,16 @@ func harvesterCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		return nil, err
 	}
 	files = append(files, more...)
+	// The rest of KubeVirt's kinds, as KubeVirt's operator installs them (kubevirt.go).
+	kubeVirtDir, err := KubeVirtDir()
+	if err != nil {
+		return nil, err
+	}
+	kubeVirtCRDs, err := filepath.Glob(filepath.Join(kubeVirtDir, "crds", "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, kubeVirtCRDs...)
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	seen := map[string]bool{}
 	for _, f := range files {

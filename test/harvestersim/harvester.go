@@ -157,11 +157,12 @@ type Harvester struct {
 	// misbehaviour into the simulated controllers.
 	Faults *Faults
 
-	proxy   *faultProxy
-	ips     *ipAllocator
-	lb      *processes // Harvester's own load balancer controller and webhook
-	webhook *processes // Harvester's own admission webhook server
-	kcm     *processes // Kubernetes' token controller
+	proxy    *faultProxy
+	ips      *ipAllocator
+	lb       *processes // Harvester's own load balancer controller and webhook
+	webhook  *processes // Harvester's own admission webhook server
+	kcm      *processes // Kubernetes' token controller
+	kubevirt *processes // KubeVirt's own admission
 
 	priorities atomic.Uint32 // UniquePriority's
 
@@ -217,6 +218,9 @@ func (h *Harvester) start(ctx context.Context) error {
 	if err := h.startHarvesterWebhook(ctx); err != nil {
 		return err
 	}
+	if err := h.startKubeVirtAdmission(ctx); err != nil {
+		return err
+	}
 	if err := h.startLoadBalancer(ctx); err != nil {
 		return err
 	}
@@ -247,7 +251,7 @@ func (h *Harvester) Stop() error {
 			err = errors.Join(err, p.close())
 		}
 		h.mu.Unlock()
-		err = errors.Join(err, h.lb.stop(), h.webhook.stop(), h.kcm.stop(), h.Env.Stop())
+		err = errors.Join(err, h.lb.stop(), h.webhook.stop(), h.kubevirt.stop(), h.kcm.stop(), h.Env.Stop())
 	})
 	return err
 }

@@ -116,7 +116,8 @@ func (h *Harvester) startHarvesterWebhook(ctx context.Context) error {
 }
 
 // seedKubeVirt creates the KubeVirt custom resource Harvester's installation has, deployed, on
-// x86-64 hosts (the VM mutator refuses VMs while overcommit-config is set and it is missing).
+// x86-64 hosts, configured as Harvester's chart configures it (Harvester's VM mutator refuses VMs
+// while overcommit-config is set and it is missing; KubeVirt's admission reads its configuration).
 func (h *Harvester) seedKubeVirt(ctx context.Context) error {
 	if err := createIfMissing(ctx, h.Env.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: harvesterNamespace}}); err != nil {
 		return err
@@ -126,10 +127,34 @@ func (h *Harvester) seedKubeVirt(ctx context.Context) error {
 	kv.SetKind("KubeVirt")
 	kv.SetNamespace(harvesterNamespace)
 	kv.SetName(kubeVirtName)
-	kv.Object["spec"] = map[string]any{"certificateRotateStrategy": map[string]any{}, "configuration": map[string]any{"developerConfiguration": map[string]any{}}}
+	// The configuration Harvester's chart gives KubeVirt (deploy/charts/harvester/values.yaml):
+	// KubeVirt's admission (kubevirt.go) validates VMs against it.
+	kv.Object["spec"] = map[string]any{
+		"certificateRotateStrategy": map[string]any{},
+		"configuration": map[string]any{
+			"vmStateStorageClass": "vmstate-persistence",
+			"developerConfiguration": map[string]any{"featureGates": anySlice(HarvesterKubeVirtFeatureGates)},
+			"vmRolloutStrategy": "LiveUpdate",
+			"network": map[string]any{
+				"defaultNetworkInterface":           "bridge",
+				"permitSlirpInterface":              true,
+				"permitBridgeInterfaceOnPodNetwork": true,
+				"binding":                           map[string]any{"managedtap": map[string]any{"domainAttachmentType": "managedTap"}},
+			},
+		},
+	}
 	if err := createIfMissing(ctx, h.Env.Client, kv); err != nil {
 		return err
 	}
 	return h.Env.Client.Status().Patch(ctx, kv, client.RawPatch(types.MergePatchType,
 		[]byte(`{"status":{"phase":"Deployed","defaultArchitecture":"amd64"}}`)))
+}
+
+// anySlice is a []string as unstructured content holds it.
+func anySlice(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
 // migrationReconciler live-migrates a VMI when a VirtualMachineInstanceMigration names it: a
@@ -32,7 +33,13 @@ func (r *migrationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, vmim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if vmim.Status.Phase == kubevirtv1.MigrationSucceeded || vmim.Status.Phase == kubevirtv1.MigrationFailed {
+	if vmim.Status.Phase == kubevirtv1.MigrationSucceeded || vmim.Status.Phase == kubevirtv1.MigrationFailed || vmim.DeletionTimestamp != nil {
+		// KubeVirt's migration mutator puts its finalizer on every migration; its migration
+		// controller lifts it once the migration is over (kubevirt
+		// pkg/virt-controller/watch/migration).
+		if controllerutil.RemoveFinalizer(vmim, kubevirtv1.VirtualMachineInstanceMigrationFinalizer) {
+			return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, vmim))
+		}
 		return ctrl.Result{}, nil
 	}
 	vmi := &kubevirtv1.VirtualMachineInstance{}

@@ -243,9 +243,11 @@ func TestLiveMigrationMovesTheVMIAndKeepsItsAddresses(t *testing.T) {
 
 	vmim, err := sim.Migrate(ctx, ns, "migrate")
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(vmim.Finalizers).To(ContainElement(kubevirtv1.VirtualMachineInstanceMigrationFinalizer), "KubeVirt's migration mutator")
 	g.Eventually(func(g Gomega) {
 		g.Expect(sim.Client().Get(ctx, client.ObjectKeyFromObject(vmim), vmim)).To(Succeed())
 		g.Expect(vmim.Status.Phase).To(Equal(kubevirtv1.MigrationSucceeded))
+		g.Expect(vmim.Finalizers).NotTo(ContainElement(kubevirtv1.VirtualMachineInstanceMigrationFinalizer), "lifted once over")
 	}, 10*time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		after := getVMI(g, "migrate")
@@ -719,4 +721,33 @@ func TestVMMutatorSetsRequestsAndGuestMemoryAsHarvester(t *testing.T) {
 	err := sim.Client().Create(ctx, sized("mem-refused", "2Gi"))
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("reservedMemory can't be equal or greater than limits.memory"))
+}
+
+// KubeVirt's own admission runs: its VMI mutator defaults what KubeVirt defaults (the machine
+// type) and puts its finalizer on the VMI, which goes once the VM is deleted; its validator refuses
+// what KubeVirt refuses and Harvester's webhook lets through; and only KubeVirt's service accounts
+// may change a VMI's spec.
+func TestKubeVirtAdmissionDefaultsAndRefuses(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	g.Expect(sim.Client().Create(ctx, vm("kv-defaults", nil))).To(Succeed())
+	defer deleteVM(t, "kv-defaults")
+	g.Eventually(func(g Gomega) {
+		vmi := getVMI(g, "kv-defaults")
+		g.Expect(vmi.Finalizers).To(ContainElement(kubevirtv1.VirtualMachineInstanceFinalizer))
+		g.Expect(vmi.Spec.Domain.Machine).NotTo(BeNil())
+		g.Expect(vmi.Spec.Domain.Machine.Type).To(Equal("q35"))
+		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
+	}, 10*time.Second).Should(Succeed())
+
+	vmi := getVMI(NewWithT(t), "kv-defaults")
+	changed := vmi.DeepCopy()
+	changed.Spec.Hostname = "changed"
+	err := sim.Client().Patch(ctx, changed, client.MergeFrom(vmi))
+	g.Expect(err).To(MatchError(ContainSubstring("update of VMI object is restricted")))
+
+	err = sim.Client().Create(ctx, vm("kv-refused", func(v *kubevirtv1.VirtualMachine) {
+		v.Spec.Template.Spec.Domain.CPU.IsolateEmulatorThread = true
+	}))
+	g.Expect(err).To(MatchError(ContainSubstring("IsolateEmulatorThread should be only set in combination with DedicatedCPUPlacement")))
 }

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -80,7 +81,7 @@ func (r *vmiReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if vmi.DeletionTimestamp != nil {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.stopped(ctx, vmi)
 	}
 	before := vmi.DeepCopy()
 	var requeue time.Duration
@@ -116,6 +117,25 @@ func (r *vmiReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// stopped plays virt-handler and virt-controller for a VMI being deleted: the guest is shut down
+// (at once: the simulated guests have nothing to flush), the launcher pod goes, and KubeVirt's
+// foreground finalizer, which KubeVirt's VMI mutator puts on every VMI at creation, is lifted
+// once the VMI is final (kubevirt pkg/virt-controller/watch/vmi). Other finalizers (Harvester's)
+// stay for their owners.
+func (r *vmiReconciler) stopped(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) error {
+	if !controllerutil.ContainsFinalizer(vmi, kubevirtv1.VirtualMachineInstanceFinalizer) {
+		return nil
+	}
+	if !vmi.IsFinal() {
+		vmi.Status.Phase = kubevirtv1.Succeeded
+		if err := r.Update(ctx, vmi); err != nil {
+			return err
+		}
+	}
+	controllerutil.RemoveFinalizer(vmi, kubevirtv1.VirtualMachineInstanceFinalizer)
+	return client.IgnoreNotFound(r.Update(ctx, vmi))
 }
 
 // vmiOwnerName is the VM a VMI belongs to (same name, by KubeVirt's convention).
