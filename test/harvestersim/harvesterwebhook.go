@@ -132,9 +132,9 @@ func (h *Harvester) seedKubeVirt(ctx context.Context) error {
 	kv.Object["spec"] = map[string]any{
 		"certificateRotateStrategy": map[string]any{},
 		"configuration": map[string]any{
-			"vmStateStorageClass": "vmstate-persistence",
+			"vmStateStorageClass":    "vmstate-persistence",
 			"developerConfiguration": map[string]any{"featureGates": anySlice(HarvesterKubeVirtFeatureGates)},
-			"vmRolloutStrategy": "LiveUpdate",
+			"vmRolloutStrategy":      "LiveUpdate",
 			"network": map[string]any{
 				"defaultNetworkInterface":           "bridge",
 				"permitSlirpInterface":              true,
