@@ -228,7 +228,7 @@ harvester-lb: ## Build Harvester's load balancer (controller and webhook, go.mod
 	HARVESTER_LB_VERSION=$(HARVESTER_LB_VERSION) hack/ensure-harvester-lb.sh $(HARVESTER_LB_DIR) >/dev/null
 
 .PHONY: kubevirt
-kubevirt: ## Build KubeVirt's own admission (the webhooks virt-api serves, the KubeVirt Harvester runs) and its CRDs into bin/kubevirt once (every simulated Harvester runs it).
+kubevirt: ## Build KubeVirt's own admission (the webhooks virt-api serves, the KubeVirt Harvester runs; every simulated Harvester runs it), its virt-controller and its CRDs into bin/kubevirt once.
 	HARVESTER_VERSION=$(HARVESTER_VERSION) KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) hack/ensure-kubevirt.sh $(KUBEVIRT_DIR) >/dev/null
 
 .PHONY: harvester-webhook

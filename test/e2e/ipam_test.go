@@ -199,10 +199,14 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			Expect(nd.Ethernets["nic-1"].DHCP4).To(BeTrue())
 			Expect(nd.Ethernets["nic-1"].Match).To(HaveKeyWithValue("macaddress", ifaces[1].MacAddress))
 
-			// The simulated guest applies the network-data as cloud-init does: matched by MAC.
-			vmi := &kubevirtv1.VirtualMachineInstance{}
-			Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(vm), vmi)).To(Succeed())
-			Expect(vmi.Status.Interfaces[0].IP).To(Equal(ip))
+			// The simulated guest applies the network-data as cloud-init does: matched by MAC
+			// (once it has booted: the machine is provisioned with its claimed addresses first).
+			Eventually(func(g Gomega) {
+				vmi := &kubevirtv1.VirtualMachineInstance{}
+				g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(vm), vmi)).To(Succeed())
+				g.Expect(vmi.Status.Interfaces).NotTo(BeEmpty())
+				g.Expect(vmi.Status.Interfaces[0].IP).To(Equal(ip))
+			}).Should(Succeed())
 		}
 
 		By("scaling to five: the pool has four addresses, the fifth machine reports it exhausted and gets no VM")

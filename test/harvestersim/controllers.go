@@ -21,13 +21,23 @@ func (h *Harvester) setupControllers() error {
 	if err != nil {
 		return err
 	}
-	for _, setup := range []func() error{
-		func() error { return (&vmReconciler{Client: kv}).setup(mgr) },
+	vms := []func() error{func() error { return (&vmReconciler{Client: kv}).setup(mgr) }}
+	if h.Options.KubeVirtControllers {
+		// KubeVirt's virt-controller makes VMIs and their launcher pods; the simulator places
+		// and runs the pods, and collects what deleted VMs owned.
+		vms = []func() error{
+			func() error { return (&launcherReconciler{Client: c}).setup(mgr) },
+			func() error { return (&vmGarbageCollector{Client: c}).setup(mgr) },
+		}
+	}
+	for _, setup := range append(vms, []func() error{
 		func() error { return (&vmiReconciler{Client: kv, h: h}).setup(mgr) },
 		func() error { return (&pvcReconciler{Client: c}).setup(mgr) },
 		func() error { return (&kubeVIPReconciler{Client: c, h: h}).setup(mgr) },
-		func() error { return (&migrationReconciler{Client: kv}).setup(mgr) },
-	} {
+		func() error {
+			return (&migrationReconciler{Client: kv, withVirtController: h.Options.KubeVirtControllers}).setup(mgr)
+		},
+	}...) {
 		if err := setup(); err != nil {
 			return err
 		}

@@ -85,8 +85,12 @@ func (r *vmiReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	before := vmi.DeepCopy()
 	var requeue time.Duration
+	withVirtController := r.h.Options.KubeVirtControllers
 
 	switch {
+	case vmi.Status.NodeName == "" && withVirtController:
+		// virt-controller hands the VMI to its host (Scheduled) once its launcher pod runs.
+		return ctrl.Result{}, nil
 	case vmi.Status.NodeName == "":
 		if err := r.schedule(ctx, vmi); err != nil {
 			return ctrl.Result{}, err
@@ -131,8 +135,11 @@ func (r *vmiReconciler) stopped(ctx context.Context, vmi *kubevirtv1.VirtualMach
 	if !vmi.IsFinal() {
 		vmi.Status.Phase = kubevirtv1.Succeeded
 		if err := r.Update(ctx, vmi); err != nil {
-			return err
+			return client.IgnoreNotFound(err)
 		}
+	}
+	if r.h.Options.KubeVirtControllers {
+		return nil // virt-controller lifts it once the launcher pod is gone
 	}
 	controllerutil.RemoveFinalizer(vmi, kubevirtv1.VirtualMachineInstanceFinalizer)
 	return client.IgnoreNotFound(r.Update(ctx, vmi))
@@ -184,6 +191,9 @@ func unschedulable(vmi *kubevirtv1.VirtualMachineInstance) bool {
 // reports them), Ready and LiveMigratable.
 func (r *vmiReconciler) run(vmi *kubevirtv1.VirtualMachineInstance) {
 	vmi.Status.Phase = kubevirtv1.Running
+	// virt-handler reports the launcher's SELinux context; "none" where SELinux is off.
+	// virt-controller copies it to a migration's target pod and refuses to make one without it.
+	vmi.Status.SelinuxContext = "none"
 	vmi.Status.PhaseTransitionTimestamps = append(vmi.Status.PhaseTransitionTimestamps,
 		kubevirtv1.VirtualMachineInstancePhaseTransitionTimestamp{Phase: kubevirtv1.Running, PhaseTransitionTimestamp: metav1.Now()})
 	vmi.Status.Interfaces = nil

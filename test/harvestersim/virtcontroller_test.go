@@ -1,0 +1,91 @@
+package harvestersim_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+)
+
+// With KubeVirtControllers, KubeVirt's own virt-controller runs the VM: it makes the VMI and its
+// virt-launcher pod, which the simulator places and runs; virt-controller hands the VMI to the
+// host, the simulated virt-handler runs it and its guest agent reports addresses, and
+// virt-controller writes the VM's status. Deleting the VM takes the VMI, the pod and what the VM
+// owned with it.
+func TestKubeVirtsVirtControllerRunsAVM(t *testing.T) {
+	g := NewWithT(t)
+	opts := harvestersim.DefaultOptions()
+	opts.KubeVirtControllers = true
+	h, err := harvestersim.Start(ctx, opts)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(h.Stop()).To(Succeed()) }()
+
+	v := harvestersim.SampleVM(ns, "by-virt-controller", "")
+	g.Expect(h.Client().Create(ctx, v)).To(Succeed())
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "by-virt-controller-cloudinit",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: v.Name, UID: v.UID}}}}
+	g.Expect(h.Client().Create(ctx, secret)).To(Succeed())
+
+	key := client.ObjectKeyFromObject(v)
+	g.Eventually(func(g Gomega) {
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		g.Expect(h.Client().Get(ctx, key, vmi)).To(Succeed())
+		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
+		g.Expect(vmi.Status.NodeName).NotTo(BeEmpty())
+		g.Expect(vmi.Status.Interfaces).NotTo(BeEmpty())
+		g.Expect(vmi.Status.Interfaces[0].IP).NotTo(BeEmpty())
+		pods := &corev1.PodList{}
+		g.Expect(h.Client().List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{kubevirtv1.AppLabel: "virt-launcher"})).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(1))
+		g.Expect(pods.Items[0].Spec.NodeName).To(Equal(vmi.Status.NodeName))
+		got := &kubevirtv1.VirtualMachine{}
+		g.Expect(h.Client().Get(ctx, key, got)).To(Succeed())
+		g.Expect(got.Status.PrintableStatus).To(Equal(kubevirtv1.VirtualMachineStatusRunning))
+		g.Expect(got.Status.Ready).To(BeTrue())
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+
+	// A live migration: KubeVirt's migration controller makes the target pod (placed on another
+	// host), hands over, and the simulated virt-handlers move the guest; the source's launcher exits.
+	before := &kubevirtv1.VirtualMachineInstance{}
+	g.Expect(h.Client().Get(ctx, key, before)).To(Succeed())
+	vmim, err := h.Migrate(ctx, ns, v.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		g.Expect(h.Client().Get(ctx, client.ObjectKeyFromObject(vmim), vmim)).To(Succeed())
+		g.Expect(vmim.Status.Phase).To(Equal(kubevirtv1.MigrationSucceeded))
+		g.Expect(vmim.Finalizers).To(BeEmpty())
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		g.Expect(h.Client().Get(ctx, key, vmi)).To(Succeed())
+		g.Expect(vmi.Status.NodeName).NotTo(Equal(before.Status.NodeName))
+		g.Expect(vmi.Status.Interfaces[0].IP).To(Equal(before.Status.Interfaces[0].IP))
+		pods := &corev1.PodList{}
+		g.Expect(h.Client().List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{kubevirtv1.AppLabel: "virt-launcher"})).To(Succeed())
+		running := map[string]corev1.PodPhase{}
+		for _, p := range pods.Items {
+			running[p.Spec.NodeName] = p.Status.Phase
+		}
+		// The source's launcher exited (Completed, as KubeVirt leaves it); the target's runs.
+		g.Expect(running).To(Equal(map[string]corev1.PodPhase{
+			before.Status.NodeName: corev1.PodSucceeded, vmi.Status.NodeName: corev1.PodRunning}))
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+
+	g.Expect(h.Client().Delete(ctx, v)).To(Succeed())
+	gone := func(obj client.Object) func() bool {
+		return func() bool { return apierrors.IsNotFound(h.Client().Get(ctx, client.ObjectKeyFromObject(obj), obj)) }
+	}
+	g.Eventually(gone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: v.ObjectMeta}), time.Minute).Should(BeTrue())
+	g.Eventually(gone(&kubevirtv1.VirtualMachine{ObjectMeta: v.ObjectMeta}), time.Minute).Should(BeTrue())
+	g.Eventually(gone(secret), time.Minute).Should(BeTrue())
+	g.Eventually(func(g Gomega) {
+		pods := &corev1.PodList{}
+		g.Expect(h.Client().List(ctx, pods, client.InNamespace(ns))).To(Succeed())
+		g.Expect(pods.Items).To(BeEmpty())
+	}, time.Minute).Should(Succeed())
+}
