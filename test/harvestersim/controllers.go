@@ -16,28 +16,21 @@ var controllerOptions = controller.Options{SkipNameValidation: ptr.To(true), Max
 func (h *Harvester) setupControllers() error {
 	mgr := h.Env.Manager
 	c := mgr.GetClient()
-	// The simulator plays virt-controller and virt-handler: it writes KubeVirt's kinds as they do.
+	// KubeVirt's virt-controller makes VMIs, their launcher pods and migrations' target pods
+	// (launcher.go); the simulator places and runs the pods, plays virt-handler and the guests,
+	// and collects what deleted VMs owned. It writes KubeVirt's kinds as KubeVirt's handler does.
 	kv, err := h.kubeVirtClient()
 	if err != nil {
 		return err
 	}
-	vms := []func() error{func() error { return (&vmReconciler{Client: kv}).setup(mgr) }}
-	if h.Options.KubeVirtControllers {
-		// KubeVirt's virt-controller makes VMIs and their launcher pods; the simulator places
-		// and runs the pods, and collects what deleted VMs owned.
-		vms = []func() error{
-			func() error { return (&launcherReconciler{Client: c}).setup(mgr) },
-			func() error { return (&vmGarbageCollector{Client: c}).setup(mgr) },
-		}
-	}
-	for _, setup := range append(vms, []func() error{
+	for _, setup := range []func() error{
+		func() error { return (&launcherReconciler{Client: c}).setup(mgr) },
+		func() error { return (&vmGarbageCollector{Client: c}).setup(mgr) },
 		func() error { return (&vmiReconciler{Client: kv, h: h}).setup(mgr) },
 		func() error { return (&pvcReconciler{Client: c}).setup(mgr) },
 		func() error { return (&kubeVIPReconciler{Client: c, h: h}).setup(mgr) },
-		func() error {
-			return (&migrationReconciler{Client: kv, withVirtController: h.Options.KubeVirtControllers}).setup(mgr)
-		},
-	}...) {
+		func() error { return (&migrationReconciler{Client: kv}).setup(mgr) },
+	} {
 		if err := setup(); err != nil {
 			return err
 		}

@@ -73,9 +73,6 @@ type Options struct {
 	Version string
 	// BootDelay is how long a scheduled VMI takes before qemu-guest-agent reports its IPs.
 	BootDelay time.Duration
-	// KubeVirtControllers runs KubeVirt's own virt-controller (launcher.go) in place of the
-	// simulator's VM controller and VMI scheduling.
-	KubeVirtControllers bool
 }
 
 // IPPoolSpec is a pool of load-balancer addresses.
@@ -125,11 +122,6 @@ func DefaultOptions() Options {
 
 func (o *Options) complete() {
 	d := DefaultOptions()
-	// HARVESTERSIM_KUBEVIRT_CONTROLLERS=1 runs every simulated Harvester with KubeVirt's own
-	// virt-controller, to try suites on it before it is the default.
-	if os.Getenv("HARVESTERSIM_KUBEVIRT_CONTROLLERS") == "1" {
-		o.KubeVirtControllers = true
-	}
 	if o.Hosts == nil {
 		o.Hosts = d.Hosts
 	}
@@ -229,10 +221,8 @@ func (h *Harvester) start(ctx context.Context) error {
 	if err := h.startKubeVirtAdmission(ctx); err != nil {
 		return err
 	}
-	if h.Options.KubeVirtControllers {
-		if err := h.startVirtController(ctx); err != nil {
-			return err
-		}
+	if err := h.startVirtController(ctx); err != nil {
+		return err
 	}
 	if err := h.startLoadBalancer(ctx); err != nil {
 		return err

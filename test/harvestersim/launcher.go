@@ -2,6 +2,7 @@ package harvestersim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 
@@ -23,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// With Options.KubeVirtControllers, KubeVirt's own virt-controller (the KubeVirt version
+// KubeVirt's own virt-controller (the KubeVirt version
 // Harvester's go.mod names, built by hack/ensure-kubevirt.sh) runs against the simulated
 // Harvester as kubevirt-controller: it makes a VM's VMI, the VMI's virt-launcher pod, hands the
 // VMI to its host once the pod runs, writes the VM's status and lifts its finalizers. The
@@ -155,8 +156,62 @@ func (r *launcherReconciler) bind(ctx context.Context, pod *corev1.Pod) error {
 	return client.IgnoreNotFound(r.SubResource("binding").Create(ctx, pod, binding))
 }
 
-// run is the kubelet starting the pod's containers.
+// Multus' annotations: the networks a pod asks for, and what it attached.
+const (
+	annotationMultusNetworks      = "k8s.v1.cni.cncf.io/networks"
+	annotationMultusNetworkStatus = "k8s.v1.cni.cncf.io/network-status"
+)
+
+// multusNetworkStatus is what Multus writes on a pod once its sandbox has its networks: the
+// cluster network on eth0 (the default) and each network the pod asked for on the interface it
+// named. virt-controller reads it for the VMI's interfaces (their pod interface names and the
+// "multus-status" source).
+func multusNetworkStatus(pod *corev1.Pod) (string, error) {
+	type status struct {
+		Name      string   `json:"name"`
+		Interface string   `json:"interface,omitempty"`
+		IPs       []string `json:"ips,omitempty"`
+		MAC       string   `json:"mac,omitempty"`
+		Default   bool     `json:"default,omitempty"`
+	}
+	statuses := []status{{Name: "k8s-pod-network", Interface: "eth0", IPs: []string{"10.52.0.10"}, Default: true}}
+	if asked := pod.Annotations[annotationMultusNetworks]; asked != "" {
+		var elements []struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+			Interface string `json:"interface"`
+			MAC       string `json:"mac"`
+		}
+		if err := json.Unmarshal([]byte(asked), &elements); err != nil {
+			return "", fmt.Errorf("pod %s/%s: %s: %w", pod.Namespace, pod.Name, annotationMultusNetworks, err)
+		}
+		for _, e := range elements {
+			namespace := e.Namespace
+			if namespace == "" {
+				namespace = pod.Namespace
+			}
+			statuses = append(statuses, status{Name: namespace + "/" + e.Name, Interface: e.Interface, MAC: e.MAC})
+		}
+	}
+	out, err := json.Marshal(statuses)
+	return string(out), err
+}
+
+// run is the kubelet starting the pod's containers (Multus attaching its networks first).
 func (r *launcherReconciler) run(ctx context.Context, pod *corev1.Pod) error {
+	if _, ok := pod.Annotations[annotationMultusNetworkStatus]; !ok {
+		networkStatus, err := multusNetworkStatus(pod)
+		if err != nil {
+			return err
+		}
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[annotationMultusNetworkStatus] = networkStatus
+		if err := r.Update(ctx, pod); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
 	now := metav1.Now()
 	pod.Status.Phase = corev1.PodRunning
 	pod.Status.StartTime = &now

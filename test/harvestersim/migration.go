@@ -2,7 +2,6 @@ package harvestersim
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,18 +9,15 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// migrationReconciler live-migrates a VMI when a VirtualMachineInstanceMigration names it: a
-// host that satisfies the VMI's required constraints other than its current one, the VMI's
-// nodeName and migrationState updated, its addresses kept (bridge NICs keep their MAC and so
-// their lease). Harvester's "Migrate" action and maintenance mode create such objects.
+// migrationReconciler plays the virt-handlers of a live migration's two hosts once KubeVirt's
+// migration controller has made the target's launcher pod and handed the migration over.
+// Harvester's "Migrate" action and maintenance mode create VirtualMachineInstanceMigrations.
 type migrationReconciler struct {
 	client.Client
-	// withVirtController: KubeVirt's migration controller drives the migration (the target pod,
-	// the hand-off, the phases); the simulator plays only the virt-handlers of the two hosts.
-	withVirtController bool
 }
 
 func (r *migrationReconciler) setup(mgr ctrl.Manager) error {
@@ -29,7 +25,28 @@ func (r *migrationReconciler) setup(mgr ctrl.Manager) error {
 		WithOptions(controllerOptions).
 		Named("sim-migration").
 		For(&kubevirtv1.VirtualMachineInstanceMigration{}).
+		// virt-controller hands a migration over by writing the VMI's migrationState, after the
+		// migration's own last change: the VMI's event brings its migration here.
+		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.migrationOf)).
 		Complete(r)
+}
+
+// migrationOf is the migration a VMI's migrationState names, while it is under way.
+func (r *migrationReconciler) migrationOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	vmi, ok := obj.(*kubevirtv1.VirtualMachineInstance)
+	if !ok || vmi.Status.MigrationState == nil || vmi.Status.MigrationState.Completed {
+		return nil
+	}
+	migrations := &kubevirtv1.VirtualMachineInstanceMigrationList{}
+	if err := r.List(ctx, migrations, client.InNamespace(vmi.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	for i := range migrations.Items {
+		if migrations.Items[i].UID == vmi.Status.MigrationState.MigrationUID {
+			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(&migrations.Items[i])}}
+		}
+	}
+	return nil
 }
 
 func (r *migrationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -37,49 +54,7 @@ func (r *migrationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, vmim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.withVirtController {
-		return ctrl.Result{}, r.handlers(ctx, vmim)
-	}
-	if vmim.Status.Phase == kubevirtv1.MigrationSucceeded || vmim.Status.Phase == kubevirtv1.MigrationFailed || vmim.DeletionTimestamp != nil {
-		// KubeVirt's migration mutator puts its finalizer on every migration; its migration
-		// controller lifts it once the migration is over (kubevirt
-		// pkg/virt-controller/watch/migration).
-		if controllerutil.RemoveFinalizer(vmim, kubevirtv1.VirtualMachineInstanceMigrationFinalizer) {
-			return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, vmim))
-		}
-		return ctrl.Result{}, nil
-	}
-	vmi := &kubevirtv1.VirtualMachineInstance{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: vmim.Namespace, Name: vmim.Spec.VMIName}, vmi); err != nil {
-		return ctrl.Result{}, r.finish(ctx, vmim, kubevirtv1.MigrationFailed, fmt.Sprintf("VMI %s: %v", vmim.Spec.VMIName, err))
-	}
-	if vmi.Status.Phase != kubevirtv1.Running {
-		return ctrl.Result{}, r.finish(ctx, vmim, kubevirtv1.MigrationFailed, "the VMI is not running")
-	}
-	nodes := &corev1.NodeList{}
-	if err := r.List(ctx, nodes); err != nil {
-		return ctrl.Result{}, err
-	}
-	others := &kubevirtv1.VirtualMachineInstanceList{}
-	if err := r.List(ctx, others); err != nil {
-		return ctrl.Result{}, err
-	}
-	source := vmi.Status.NodeName
-	target, err := schedule(vmi, nodes.Items, others.Items, source)
-	if err != nil {
-		return ctrl.Result{}, r.finish(ctx, vmim, kubevirtv1.MigrationFailed, "no target host: "+err.Error())
-	}
-	now := metav1.Now()
-	vmi.Status.NodeName = target
-	vmi.Labels[labelNodeName] = target
-	vmi.Status.MigrationState = &kubevirtv1.VirtualMachineInstanceMigrationState{
-		StartTimestamp: &now, EndTimestamp: &now, SourceNode: source, TargetNode: target,
-		Completed: true, MigrationUID: vmim.UID, Mode: kubevirtv1.MigrationPreCopy,
-	}
-	if err := r.Update(ctx, vmi); err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{}, r.finish(ctx, vmim, kubevirtv1.MigrationSucceeded, "")
+	return ctrl.Result{}, r.handlers(ctx, vmim)
 }
 
 // handlers plays the target's and the source's virt-handler once virt-controller has handed the
@@ -133,15 +108,6 @@ func (r *migrationReconciler) handlers(ctx context.Context, vmim *kubevirtv1.Vir
 		}
 	}
 	return client.IgnoreNotFound(r.Status().Update(ctx, pod))
-}
-
-func (r *migrationReconciler) finish(ctx context.Context, vmim *kubevirtv1.VirtualMachineInstanceMigration, phase kubevirtv1.VirtualMachineInstanceMigrationPhase, message string) error {
-	vmim.Status.Phase = phase
-	if message != "" {
-		// KubeVirt has no condition for this; it tells in an event and the log.
-		ctrl.LoggerFrom(ctx).Info("migration failed", "migration", vmim.Name, "reason", message)
-	}
-	return r.Status().Update(ctx, vmim)
 }
 
 // Migrate asks for a live migration of a VMI, as Harvester's "Migrate" action does, and returns

@@ -74,6 +74,32 @@ func getVMI(g Gomega, name string) *kubevirtv1.VirtualMachineInstance {
 	return vmi
 }
 
+// launcherSchedulingMessage is the message of the PodScheduled=False condition of the VMI's
+// virt-launcher pod (empty while it has none).
+func launcherSchedulingMessage(g Gomega, vmi string) string {
+	pods := &corev1.PodList{}
+	g.Expect(sim.Client().List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{kubevirtv1.AppLabel: "virt-launcher"})).To(Succeed())
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && len(p.OwnerReferences) > 0 && p.OwnerReferences[0].Name == vmi {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+					return c.Message
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func podScheduledMessage(conds []kubevirtv1.VirtualMachineInstanceCondition) string {
+	for _, c := range conds {
+		if string(c.Type) == string(corev1.PodScheduled) && c.Status == corev1.ConditionFalse {
+			return c.Message
+		}
+	}
+	return ""
+}
+
 func hostOf(name string) *corev1.Node {
 	node := &corev1.Node{}
 	Expect(sim.Client().Get(ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
@@ -367,14 +393,16 @@ func TestLoadBalancerGetsAPoolAddressBySelectorAndKeepsIt(t *testing.T) {
 	}, 10*time.Second).Should(Succeed())
 	g.Expect(getPool(g, "guests").Status.Allocated).To(HaveKeyWithValue(ip, ns+"/cp"))
 
-	// A running VM that matches the selector becomes a backend.
+	// A running VM that matches the selector becomes a backend. Harvester's prober probes every
+	// period (5 s here) and reports each result; a report whose EndpointSlice update loses a race
+	// is made again at the next period, so Ready can take a few periods.
 	g.Expect(sim.Client().Create(ctx, vm("cp", nil))).To(Succeed())
 	defer deleteVM(t, "cp")
 	g.Eventually(func(g Gomega) {
 		got := getLB(g, "cp")
 		g.Expect(got.Status.BackendServers).To(HaveLen(1))
 		g.Expect(readyCondition(got).Status).To(Equal(corev1.ConditionTrue))
-	}, 10*time.Second).Should(Succeed())
+	}, 30*time.Second).Should(Succeed())
 
 	// Deleting releases the address into the pool's history; the same name gets it back.
 	deleteLB(t, "cp")
@@ -425,10 +453,11 @@ func TestGuestLoadBalancerNetworkComesFromNodeDriverVMs(t *testing.T) {
 		v.Spec.Template.Spec.Networks[0].Multus.NetworkName = "default/vlan20"
 	}))).To(Succeed())
 	defer deleteVM(t, "rke-pool1-abc")
+	// The webhook reads VMIs from its informer's cache: the VMI running (as the cluster's nodes
+	// are by the time its CCM makes a load balancer) has long been there.
 	g.Eventually(func(g Gomega) {
-		vmi := &kubevirtv1.VirtualMachineInstance{}
-		g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "rke-pool1-abc"}, vmi)).To(Succeed())
-	}, 10*time.Second).Should(Succeed())
+		g.Expect(getVMI(g, "rke-pool1-abc").Status.Phase).To(Equal(kubevirtv1.Running))
+	}, 30*time.Second).Should(Succeed())
 
 	lb := loadBalancer("rke-svc", guestLB("rke"))
 	g.Expect(sim.Client().Create(ctx, lb)).To(Succeed())
@@ -617,19 +646,17 @@ func TestDevicesScheduleOnlyWhereAHostHasThem(t *testing.T) {
 	}
 	g.Expect(sim.Client().Create(ctx, vm("gpu-a", withDevices))).To(Succeed())
 	defer deleteVM(t, "gpu-a")
+	// KubeVirt copies the launcher pod's PodScheduled=False condition to the VMI once (its
+	// condition manager adds a condition only when the VMI has none) and keeps that first message;
+	// the pod carries the scheduler's latest one.
 	unschedulable := func(name, missing string) {
 		g.Eventually(func(g Gomega) {
 			vmi := getVMI(g, name)
 			g.Expect(vmi.Status.NodeName).To(BeEmpty())
 			g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Scheduling))
-			var message string
-			for _, c := range vmi.Status.Conditions {
-				if string(c.Type) == string(corev1.PodScheduled) && c.Status == corev1.ConditionFalse {
-					message = c.Message
-				}
-			}
-			g.Expect(message).To(ContainSubstring("Insufficient " + missing))
-		}, 10*time.Second).Should(Succeed())
+			g.Expect(podScheduledMessage(vmi.Status.Conditions)).To(ContainSubstring("Insufficient "))
+			g.Expect(launcherSchedulingMessage(g, name)).To(ContainSubstring("Insufficient " + missing))
+		}, 30*time.Second).Should(Succeed())
 	}
 	unschedulable("gpu-a", gpu)
 	unschedulable("gpu-a", nic)
@@ -639,14 +666,10 @@ func TestDevicesScheduleOnlyWhereAHostHasThem(t *testing.T) {
 		Devices: map[string]int{gpu: 1}})).To(Succeed())
 	defer func() { g.Expect(sim.Client().Delete(ctx, hostOf("harvester-gpu-1"))).To(Succeed()) }()
 	g.Eventually(func(g Gomega) {
-		var reasons []string
-		for _, c := range getVMI(g, "gpu-a").Status.Conditions {
-			if string(c.Type) == string(corev1.PodScheduled) {
-				reasons = strings.Split(c.Message[strings.Index(c.Message, ": ")+2:], "; ")
-			}
-		}
+		message := launcherSchedulingMessage(g, "gpu-a")
+		reasons := strings.Split(message[strings.Index(message, ": ")+2:], "; ")
 		g.Expect(reasons).To(ContainElement("harvester-gpu-1: Insufficient "+nic), "the host with the vGPU lacks only the NIC")
-	}, 10*time.Second).Should(Succeed())
+	}, 30*time.Second).Should(Succeed())
 	g.Expect(sim.AddHost(ctx, harvestersim.Host{Name: "harvester-gpu-2", Zone: "zone-a", Region: "region-1",
 		Devices: map[string]int{gpu: 1, nic: 1}})).To(Succeed())
 	defer func() { g.Expect(sim.Client().Delete(ctx, hostOf("harvester-gpu-2"))).To(Succeed()) }()

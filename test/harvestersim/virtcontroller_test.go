@@ -14,16 +14,15 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
 
-// With KubeVirtControllers, KubeVirt's own virt-controller runs the VM: it makes the VMI and its
+// KubeVirt's own virt-controller runs the VM: it makes the VMI and its
 // virt-launcher pod, which the simulator places and runs; virt-controller hands the VMI to the
 // host, the simulated virt-handler runs it and its guest agent reports addresses, and
 // virt-controller writes the VM's status. Deleting the VM takes the VMI, the pod and what the VM
 // owned with it.
 func TestKubeVirtsVirtControllerRunsAVM(t *testing.T) {
 	g := NewWithT(t)
-	opts := harvestersim.DefaultOptions()
-	opts.KubeVirtControllers = true
-	h, err := harvestersim.Start(ctx, opts)
+	// A Harvester of its own: the test counts every launcher pod of the namespace.
+	h, err := harvestersim.Start(ctx, harvestersim.DefaultOptions())
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { g.Expect(h.Stop()).To(Succeed()) }()
 
@@ -50,6 +49,22 @@ func TestKubeVirtsVirtControllerRunsAVM(t *testing.T) {
 		g.Expect(got.Status.PrintableStatus).To(Equal(kubevirtv1.VirtualMachineStatusRunning))
 		g.Expect(got.Status.Ready).To(BeTrue())
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+
+	// The VMI settles: virt-controller (its interfaces' pod names and "multus-status", from the
+	// network-status annotation Multus puts on the launcher pod) and the simulated virt-handler
+	// (the guest's addresses) agree on its status instead of rewriting each other's in turn,
+	// which kept every load balancer's EndpointSlice changing until Multus' annotation was there.
+	running := &kubevirtv1.VirtualMachineInstance{}
+	g.Expect(h.Client().Get(ctx, key, running)).To(Succeed())
+	for _, iface := range running.Status.Interfaces[:len(running.Spec.Networks)] {
+		g.Expect(iface.PodInterfaceName).To(HavePrefix("pod"), "the pod interface name virt-controller gives %s", iface.Name)
+		g.Expect(iface.InfoSource).To(Equal("domain, guest-agent, multus-status"))
+	}
+	g.Consistently(func(g Gomega) string {
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		g.Expect(h.Client().Get(ctx, key, vmi)).To(Succeed())
+		return vmi.ResourceVersion
+	}, 3*time.Second, 200*time.Millisecond).Should(Equal(running.ResourceVersion))
 
 	// A live migration: KubeVirt's migration controller makes the target pod (placed on another
 	// host), hands over, and the simulated virt-handlers move the guest; the source's launcher exits.

@@ -13,13 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 )
 
@@ -33,8 +28,9 @@ const (
 	labelNodeName = "kubevirt.io/nodeName"
 )
 
-// vmiReconciler plays kube-scheduler, virt-handler and qemu-guest-agent for VMIs: it places a
-// VMI on a host, runs it, and once the guest has "booted" reports its NICs' addresses.
+// vmiReconciler plays virt-handler and qemu-guest-agent for VMIs: once KubeVirt's virt-controller
+// hands a VMI to its host (its launcher pod runs there: launcher.go), it runs the domain, and once
+// the guest has "booted" reports its NICs' addresses.
 type vmiReconciler struct {
 	client.Client
 	h *Harvester
@@ -45,31 +41,7 @@ func (r *vmiReconciler) setup(mgr ctrl.Manager) error {
 		WithOptions(controllerOptions).
 		Named("sim-virtualmachineinstance").
 		For(&kubevirtv1.VirtualMachineInstance{}).
-		// A host that changes (uncordoned, relabelled, added) may take a waiting VMI.
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.unscheduled)).
-		// A VMI that goes frees its host's devices (and its anti-affinity) for a waiting one.
-		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.unscheduled),
-			builder.WithPredicates(predicate.Funcs{
-				CreateFunc: func(event.CreateEvent) bool { return false },
-				UpdateFunc: func(event.UpdateEvent) bool { return false },
-				DeleteFunc: func(event.DeleteEvent) bool { return true },
-			})).
 		Complete(r)
-}
-
-func (r *vmiReconciler) unscheduled(ctx context.Context, _ client.Object) []reconcile.Request {
-	vmis := &kubevirtv1.VirtualMachineInstanceList{}
-	// Read only: no copy of every VMI for each host event.
-	if err := r.List(ctx, vmis, client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range vmis.Items {
-		if vmis.Items[i].Status.NodeName == "" {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vmis.Items[i])})
-		}
-	}
-	return reqs
 }
 
 func (r *vmiReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -85,16 +57,11 @@ func (r *vmiReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	before := vmi.DeepCopy()
 	var requeue time.Duration
-	withVirtController := r.h.Options.KubeVirtControllers
 
 	switch {
-	case vmi.Status.NodeName == "" && withVirtController:
+	case vmi.Status.NodeName == "":
 		// virt-controller hands the VMI to its host (Scheduled) once its launcher pod runs.
 		return ctrl.Result{}, nil
-	case vmi.Status.NodeName == "":
-		if err := r.schedule(ctx, vmi); err != nil {
-			return ctrl.Result{}, err
-		}
 	case vmi.Status.Phase != kubevirtv1.Running:
 		r.run(vmi)
 		requeue = r.h.Options.BootDelay
@@ -123,69 +90,20 @@ func (r *vmiReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// stopped plays virt-handler and virt-controller for a VMI being deleted: the guest is shut down
-// (at once: the simulated guests have nothing to flush), the launcher pod goes, and KubeVirt's
-// foreground finalizer, which KubeVirt's VMI mutator puts on every VMI at creation, is lifted
-// once the VMI is final (kubevirt pkg/virt-controller/watch/vmi). Other finalizers (Harvester's)
-// stay for their owners.
+// stopped plays virt-handler for a VMI being deleted: the guest is shut down (at once: the
+// simulated guests have nothing to flush) and the VMI is final; virt-controller then deletes the
+// launcher pod and lifts KubeVirt's foreground finalizer, which KubeVirt's VMI mutator puts on
+// every VMI at creation.
 func (r *vmiReconciler) stopped(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) error {
-	if !controllerutil.ContainsFinalizer(vmi, kubevirtv1.VirtualMachineInstanceFinalizer) {
+	if !controllerutil.ContainsFinalizer(vmi, kubevirtv1.VirtualMachineInstanceFinalizer) || vmi.IsFinal() {
 		return nil
 	}
-	if !vmi.IsFinal() {
-		vmi.Status.Phase = kubevirtv1.Succeeded
-		if err := r.Update(ctx, vmi); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-	}
-	if r.h.Options.KubeVirtControllers {
-		return nil // virt-controller lifts it once the launcher pod is gone
-	}
-	controllerutil.RemoveFinalizer(vmi, kubevirtv1.VirtualMachineInstanceFinalizer)
+	vmi.Status.Phase = kubevirtv1.Succeeded
 	return client.IgnoreNotFound(r.Update(ctx, vmi))
 }
 
 // vmiOwnerName is the VM a VMI belongs to (same name, by KubeVirt's convention).
 func vmiOwnerName(vmi *kubevirtv1.VirtualMachineInstance) string { return vmi.Name }
-
-func (r *vmiReconciler) schedule(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) error {
-	// Read only, so without copies: copying every VMI to place one took 13 s of the bed's CPU in
-	// a 1,000-machine bench.
-	nodes := &corev1.NodeList{}
-	if err := r.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return err
-	}
-	others := &kubevirtv1.VirtualMachineInstanceList{}
-	if err := r.List(ctx, others, client.UnsafeDisableDeepCopy); err != nil {
-		return err
-	}
-	host, err := schedule(vmi, nodes.Items, others.Items, "")
-	if err != nil {
-		vmi.Status.Phase = kubevirtv1.Scheduling
-		setVMICondition(vmi, kubevirtv1.VirtualMachineInstanceCondition{
-			Type: kubevirtv1.VirtualMachineInstanceConditionType(corev1.PodScheduled), Status: corev1.ConditionFalse,
-			Reason: corev1.PodReasonUnschedulable, Message: err.Error(),
-		})
-		return nil
-	}
-	vmi.Status.NodeName = host
-	vmi.Status.Phase = kubevirtv1.Scheduled
-	if vmi.Labels == nil {
-		vmi.Labels = map[string]string{}
-	}
-	vmi.Labels[labelNodeName] = host
-	removeVMICondition(vmi, kubevirtv1.VirtualMachineInstanceConditionType(corev1.PodScheduled))
-	return nil
-}
-
-func unschedulable(vmi *kubevirtv1.VirtualMachineInstance) bool {
-	for _, c := range vmi.Status.Conditions {
-		if string(c.Type) == string(corev1.PodScheduled) && c.Reason == corev1.PodReasonUnschedulable {
-			return true
-		}
-	}
-	return false
-}
 
 // run starts the domain: Running, NICs known to the domain (no addresses until the guest agent
 // reports them), Ready and LiveMigratable.
@@ -196,14 +114,22 @@ func (r *vmiReconciler) run(vmi *kubevirtv1.VirtualMachineInstance) {
 	vmi.Status.SelinuxContext = "none"
 	vmi.Status.PhaseTransitionTimestamps = append(vmi.Status.PhaseTransitionTimestamps,
 		kubevirtv1.VirtualMachineInstancePhaseTransitionTimestamp{Phase: kubevirtv1.Running, PhaseTransitionTimestamp: metav1.Now()})
+	// virt-controller owns each interface's pod interface name and its "multus-status" source
+	// (from the launcher pod's network-status annotation): kept as it wrote them.
+	known := map[string]kubevirtv1.VirtualMachineInstanceNetworkInterface{}
+	for _, iface := range vmi.Status.Interfaces {
+		known[iface.Name] = iface
+	}
 	vmi.Status.Interfaces = nil
 	for i, iface := range vmi.Spec.Domain.Devices.Interfaces {
+		old := known[iface.Name]
 		vmi.Status.Interfaces = append(vmi.Status.Interfaces, kubevirtv1.VirtualMachineInstanceNetworkInterface{
-			Name:          iface.Name,
-			MAC:           macFor(vmi, iface),
-			InterfaceName: fmt.Sprintf("enp%ds0", i+1),
-			InfoSource:    "domain, multus-status",
-			QueueCount:    1,
+			Name:             iface.Name,
+			MAC:              macFor(vmi, iface),
+			InterfaceName:    fmt.Sprintf("enp%ds0", i+1),
+			PodInterfaceName: old.PodInterfaceName,
+			InfoSource:       withMultusSource("domain", old.InfoSource),
+			QueueCount:       1,
 		})
 	}
 	setVMICondition(vmi, kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue})
@@ -212,6 +138,17 @@ func (r *vmiReconciler) run(vmi *kubevirtv1.VirtualMachineInstance) {
 		migratable.Message = "no eviction strategy: the VM is not moved away from a host under maintenance"
 	}
 	setVMICondition(vmi, migratable)
+}
+
+// withMultusSource is virt-handler's sources of an interface's status, plus "multus-status" where
+// virt-controller had put it.
+func withMultusSource(sources, current string) string {
+	for _, s := range strings.Split(current, ",") {
+		if strings.TrimSpace(s) == "multus-status" {
+			return sources + ", multus-status"
+		}
+	}
+	return sources
 }
 
 // booted tells whether the guest finished booting (BootDelay after Running), else how long to wait.
@@ -272,7 +209,7 @@ func (r *vmiReconciler) reportAddresses(vmi *kubevirtv1.VirtualMachineInstance, 
 			iface.IP = iface.IPs[0]
 		}
 		iface.IPs = append(iface.IPs, linkLocal(iface.MAC))
-		iface.InfoSource = "domain, guest-agent, multus-status"
+		iface.InfoSource = withMultusSource("domain, guest-agent", iface.InfoSource)
 		ifaces = append(ifaces, iface)
 	}
 	ifaces = append(ifaces, kubevirtv1.VirtualMachineInstanceNetworkInterface{
@@ -329,18 +266,6 @@ func linkLocal(mac string) string {
 	return addr.String()
 }
 
-func vmiReady(vmi *kubevirtv1.VirtualMachineInstance) bool {
-	if vmi.Status.Phase != kubevirtv1.Running {
-		return false
-	}
-	for _, c := range vmi.Status.Conditions {
-		if c.Type == kubevirtv1.VirtualMachineInstanceReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func setVMICondition(vmi *kubevirtv1.VirtualMachineInstance, c kubevirtv1.VirtualMachineInstanceCondition) {
 	for i := range vmi.Status.Conditions {
 		if vmi.Status.Conditions[i].Type == c.Type {
@@ -355,16 +280,6 @@ func setVMICondition(vmi *kubevirtv1.VirtualMachineInstance, c kubevirtv1.Virtua
 	}
 	c.LastTransitionTime = metav1.Now()
 	vmi.Status.Conditions = append(vmi.Status.Conditions, c)
-}
-
-func removeVMICondition(vmi *kubevirtv1.VirtualMachineInstance, t kubevirtv1.VirtualMachineInstanceConditionType) {
-	kept := vmi.Status.Conditions[:0]
-	for _, c := range vmi.Status.Conditions {
-		if c.Type != t {
-			kept = append(kept, c)
-		}
-	}
-	vmi.Status.Conditions = kept
 }
 
 // staticAddresses is what cloud-init in the guest makes of the VM's network-data (version 1 or 2):
