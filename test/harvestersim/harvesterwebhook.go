@@ -132,7 +132,7 @@ func (h *Harvester) seedKubeVirt(ctx context.Context) error {
 	kv.Object["spec"] = map[string]any{
 		"certificateRotateStrategy": map[string]any{},
 		"configuration": map[string]any{
-			"vmStateStorageClass":    "vmstate-persistence",
+			"vmStateStorageClass":    VMStateStorageClass,
 			"developerConfiguration": map[string]any{"featureGates": anySlice(HarvesterKubeVirtFeatureGates)},
 			"vmRolloutStrategy":      "LiveUpdate",
 			"network": map[string]any{

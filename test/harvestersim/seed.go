@@ -45,6 +45,8 @@ const (
 
 	// DefaultStorageClass is Harvester's default storage class for empty volumes.
 	DefaultStorageClass = "harvester-longhorn"
+	// VMStateStorageClass is where KubeVirt keeps VMs' persistent TPM and EFI state on Harvester.
+	VMStateStorageClass = "vmstate-persistence"
 
 	// CloudProviderRole and CSIDriverRole are Harvester's ClusterRoles for guest clusters.
 	CloudProviderRole = "harvesterhci.io:cloudprovider"
@@ -84,6 +86,11 @@ func (h *Harvester) seed(ctx context.Context) error {
 		}
 	}
 	if err := createIfMissing(ctx, c, storageClass(DefaultStorageClass, true)); err != nil {
+		return err
+	}
+	// Harvester's chart also makes the class KubeVirt keeps persistent TPM and EFI state on (its
+	// vmStateStorageClass): without it virt-controller never starts such a VM.
+	if err := createIfMissing(ctx, c, storageClass(VMStateStorageClass, false)); err != nil {
 		return err
 	}
 	if err := createIfMissing(ctx, c, &harvesterv1.Setting{
