@@ -30,10 +30,10 @@ HARVESTER_LB_DIR := $(BIN)/harvester-lb/$(HARVESTER_LB_VERSION)-bed1
 HARVESTER_VERSION ?= $(shell awk '$$1 == "github.com/harvester/harvester" {print $$2}' go.mod)
 HARVESTER_WEBHOOK_DIR := $(BIN)/harvester-webhook/$(HARVESTER_VERSION)-bed1
 # KubeVirt's own admission, which every simulated Harvester runs as a process: the KubeVirt that
-# Harvester's go.mod names (hack/ensure-kubevirt.sh refuses another; -bed1: its build adds a
+# Harvester's go.mod names (hack/ensure-kubevirt.sh refuses another; -bed2: its build adds a
 # program serving only the webhooks).
 KUBEVIRT_VERSION ?= v1.7.0
-KUBEVIRT_DIR := $(BIN)/kubevirt/$(KUBEVIRT_VERSION)-bed1
+KUBEVIRT_DIR := $(BIN)/kubevirt/$(KUBEVIRT_VERSION)-bed2
 
 IMG ?= ghcr.io/seed-0a7eb009/cluster-api-provider-harvester:dev
 CCM_IMG ?= ghcr.io/seed-0a7eb009/harvester-cloud-controller-manager:dev

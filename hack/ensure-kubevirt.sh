@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds KubeVirt's own admission (the validators and mutators virt-api serves) from the Go module
-# proxy into bin/kubevirt/<version>-bed1/, once per version, with every CustomResourceDefinition
+# proxy into bin/kubevirt/<version>-bed2/, once per version, with every CustomResourceDefinition
 # KubeVirt's operator installs (crds/*.yaml). The version is the one Harvester's go.mod names
 # (Harvester v1.8.0 runs KubeVirt v1.7.0). The e2e bed runs the program against every simulated
 # Harvester's apiserver (test/harvestersim/kubevirt.go).
@@ -41,7 +41,7 @@ if [ "$KUBEVIRT_VERSION" != "$harvesters" ]; then
   log "KUBEVIRT_VERSION=$KUBEVIRT_VERSION, but Harvester $harvester runs KubeVirt $harvesters: change the Makefile's pin with Harvester's"
   exit 1
 fi
-dest=${1:-$root/bin/kubevirt/$KUBEVIRT_VERSION-bed1}
+dest=${1:-$root/bin/kubevirt/$KUBEVIRT_VERSION-bed2}
 if [ -x "$dest/virt-api-admission" ] && [ -x "$dest/virt-controller" ] && [ -f "$dest/crds/.complete" ]; then
   echo "$dest"
   exit 0

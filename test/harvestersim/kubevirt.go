@@ -31,10 +31,16 @@ const (
 	KubeVirtMutator   = "virt-api-mutator"
 	// kubeVirtControllerUser is the service account KubeVirt's controllers run as in Harvester's
 	// namespace. KubeVirt's admission lets only KubeVirt's own service accounts change a VMI's
-	// spec or its kubevirt.io labels, so the simulator, which plays virt-controller and
-	// virt-handler, writes KubeVirt's kinds as it.
+	// spec, status or kubevirt.io labels, so virt-controller, and the simulator, which plays
+	// virt-handler, write KubeVirt's kinds as it.
 	kubeVirtControllerUser = "system:serviceaccount:" + harvesterNamespace + ":kubevirt-controller"
+	// kubeVirtAPIUser is virt-api's service account, which its admission runs as.
+	kubeVirtAPIUser = "system:serviceaccount:" + harvesterNamespace + ":kubevirt-apiserver"
 )
+
+// kubeVirtGroups are the groups KubeVirt's impersonated accounts have: a service account's, and
+// the admin's rights (the bed runs no RBAC for them).
+var kubeVirtGroups = []string{"system:masters", "system:serviceaccounts", "system:authenticated"}
 
 // HarvesterKubeVirtFeatureGates are the KubeVirt feature gates Harvester's chart turns on
 // (deploy/charts/harvester/values.yaml); seedKubeVirt sets them.
@@ -75,7 +81,9 @@ func (h *Harvester) startKubeVirtAdmission(ctx context.Context) error {
 		return err
 	}
 	h.kubevirt = p
-	kubeconfig, err := h.Env.Kubeconfig()
+	// As virt-api's own service account: KubeVirt's VMI mutator reverts status changes by any
+	// other (the eviction admitter marks VMIs for evacuation in their status).
+	kubeconfig, err := h.kubeconfigAs(kubeVirtAPIUser)
 	if err != nil {
 		return err
 	}
@@ -113,6 +121,6 @@ func (h *Harvester) startKubeVirtAdmission(ctx context.Context) error {
 // simulator's cache.
 func (h *Harvester) kubeVirtClient() (client.Client, error) {
 	cfg := rest.CopyConfig(h.Env.Manager.GetConfig())
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: kubeVirtControllerUser, Groups: []string{"system:masters", "system:serviceaccounts", "system:authenticated"}}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: kubeVirtControllerUser, Groups: kubeVirtGroups}
 	return client.New(cfg, client.Options{Scheme: h.Env.Manager.GetScheme(), Cache: &client.CacheOptions{Reader: h.Env.Manager.GetCache()}})
 }

@@ -38,17 +38,7 @@ func (h *Harvester) startVirtController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kubeconfig, err := clientcmd.Write(clientcmdapi.Config{
-		Clusters: map[string]*clientcmdapi.Cluster{"harvester": {Server: h.Env.Config.Host, CertificateAuthorityData: h.Env.Config.CAData}},
-		AuthInfos: map[string]*clientcmdapi.AuthInfo{"kubevirt-controller": {
-			ClientCertificateData: h.Env.Config.CertData, ClientKeyData: h.Env.Config.KeyData,
-			// As KubeVirt's service account: KubeVirt's admission lets only its own accounts
-			// change VMIs' specs and kubevirt.io labels.
-			Impersonate: kubeVirtControllerUser, ImpersonateGroups: []string{"system:masters", "system:serviceaccounts", "system:authenticated"},
-		}},
-		Contexts:       map[string]*clientcmdapi.Context{"harvester": {Cluster: "harvester", AuthInfo: "kubevirt-controller"}},
-		CurrentContext: "harvester",
-	})
+	kubeconfig, err := h.kubeconfigAs(kubeVirtControllerUser)
 	if err != nil {
 		return err
 	}
@@ -64,6 +54,21 @@ func (h *Harvester) startVirtController(ctx context.Context) error {
 		"--kubeconfig", path, "--listen", "127.0.0.1", "--port", fmt.Sprint(port),
 		"--leader-elect-lease-duration", "5s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "1s",
 	}, []string{"KUBEVIRT_NAMESPACE=" + harvesterNamespace})
+}
+
+// kubeconfigAs is a kubeconfig of the simulated Harvester for one of KubeVirt's service accounts
+// (impersonated, with the admin's rights: the bed runs no RBAC for them). KubeVirt's admission
+// lets only its own accounts change a VMI's spec, status or kubevirt.io labels.
+func (h *Harvester) kubeconfigAs(user string) ([]byte, error) {
+	return clientcmd.Write(clientcmdapi.Config{
+		Clusters: map[string]*clientcmdapi.Cluster{"harvester": {Server: h.Env.Config.Host, CertificateAuthorityData: h.Env.Config.CAData}},
+		AuthInfos: map[string]*clientcmdapi.AuthInfo{"kubevirt": {
+			ClientCertificateData: h.Env.Config.CertData, ClientKeyData: h.Env.Config.KeyData,
+			Impersonate: user, ImpersonateGroups: kubeVirtGroups,
+		}},
+		Contexts:       map[string]*clientcmdapi.Context{"harvester": {Cluster: "harvester", AuthInfo: "kubevirt"}},
+		CurrentContext: "harvester",
+	})
 }
 
 // launcherReconciler plays kube-scheduler and the kubelet for virt-launcher pods.

@@ -84,6 +84,11 @@ func (r *migrationReconciler) handlers(ctx context.Context, vmim *kubevirtv1.Vir
 	state.Mode = kubevirtv1.MigrationPreCopy
 	vmi.Status.NodeName = state.TargetNode
 	vmi.Labels[labelNodeName] = state.TargetNode
+	// The target's handler clears an evacuation's mark once the VM has left the host
+	// (kubevirt pkg/virt-handler/migration-target.go).
+	if vmi.Status.EvacuationNodeName == state.SourceNode {
+		vmi.Status.EvacuationNodeName = ""
+	}
 	if err := r.Update(ctx, vmi); err != nil {
 		return client.IgnoreNotFound(err)
 	}

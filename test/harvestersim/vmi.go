@@ -133,11 +133,20 @@ func (r *vmiReconciler) run(vmi *kubevirtv1.VirtualMachineInstance) {
 		})
 	}
 	setVMICondition(vmi, kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue})
-	migratable := kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstanceIsMigratable, Status: corev1.ConditionTrue}
-	if vmi.Spec.EvictionStrategy == nil {
-		migratable.Message = "no eviction strategy: the VM is not moved away from a host under maintenance"
+	setVMICondition(vmi, liveMigratable(vmi))
+}
+
+// liveMigratable is virt-handler's LiveMigratable condition, for what the bed's VMs can have
+// (kubevirt pkg/virt-handler/vm.go, calculateLiveMigrationCondition): a PCI host device or GPU
+// pins the VM to its host, and so does a volume claim that is not ReadWriteMany (every claim
+// the provider makes is).
+func liveMigratable(vmi *kubevirtv1.VirtualMachineInstance) kubevirtv1.VirtualMachineInstanceCondition {
+	if len(vmi.Spec.Domain.Devices.HostDevices) > 0 || len(vmi.Spec.Domain.Devices.GPUs) > 0 {
+		return kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstanceIsMigratable,
+			Status: corev1.ConditionFalse, Reason: kubevirtv1.VirtualMachineInstanceReasonHostDeviceNotMigratable,
+			Message: "VMI uses a PCI host devices"}
 	}
-	setVMICondition(vmi, migratable)
+	return kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstanceIsMigratable, Status: corev1.ConditionTrue}
 }
 
 // withMultusSource is virt-handler's sources of an interface's status, plus "multus-status" where
