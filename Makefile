@@ -26,9 +26,9 @@ HARVESTER_LB_VERSION ?= $(shell awk '$$1 == "github.com/harvester/harvester-load
 # -bed1: the bed's build (hack/ensure-harvester-lb.sh says what it changes); bump it with the build.
 HARVESTER_LB_DIR := $(BIN)/harvester-lb/$(HARVESTER_LB_VERSION)-bed1
 # Harvester's own admission webhook server, which every simulated Harvester runs as a process:
-# the version in go.mod (-bed1: hack/ensure-harvester-webhook.sh says what its build changes).
+# the version in go.mod (-bed2: hack/ensure-harvester-webhook.sh says what its build changes).
 HARVESTER_VERSION ?= $(shell awk '$$1 == "github.com/harvester/harvester" {print $$2}' go.mod)
-HARVESTER_WEBHOOK_DIR := $(BIN)/harvester-webhook/$(HARVESTER_VERSION)-bed1
+HARVESTER_WEBHOOK_DIR := $(BIN)/harvester-webhook/$(HARVESTER_VERSION)-bed2
 # KubeVirt's own admission, which every simulated Harvester runs as a process: the KubeVirt that
 # Harvester's go.mod names (hack/ensure-kubevirt.sh refuses another; -bed2: its build adds a
 # program serving only the webhooks).

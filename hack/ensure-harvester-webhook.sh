@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Harvester's own admission webhook server (cmd/webhook of github.com/harvester/harvester)
-# and its VM and VMI controllers from the Go module proxy into bin/harvester-webhook/<version>-bed1/,
+# and its VM, VMI and host maintenance controllers from the Go module proxy into bin/harvester-webhook/<version>-bed2/,
 # once per version, with the CustomResourceDefinitions they watch (crds/*.yaml). The e2e bed runs
 # both as processes against every simulated Harvester's apiserver
 # (test/harvestersim/harvesterwebhook.go).
@@ -33,7 +33,7 @@ set -euo pipefail
 HV_VERSION=${HARVESTER_VERSION:-v1.8.0}
 module=github.com/harvester/harvester
 root=$(cd "$(dirname "$0")/.." && pwd)
-dest=${1:-$root/bin/harvester-webhook/$HV_VERSION-bed1}
+dest=${1:-$root/bin/harvester-webhook/$HV_VERSION-bed2}
 
 log() { echo "ensure-harvester-webhook: $*" >&2; }
 
@@ -75,9 +75,11 @@ if [ ! -x "$dest/vmcontroller" ]; then
   mkdir -p "$work/cmd/bed-vmcontroller"
   cat >"$work/cmd/bed-vmcontroller/main.go" <<'GO'
 // Command bed-vmcontroller runs Harvester's VM and VMI controllers
-// (pkg/controller/master/virtualmachine) alone, as Harvester's controller manager registers them,
-// against the apiserver KUBECONFIG names. Added by the test bed's build
-// (hack/ensure-harvester-webhook.sh): Harvester ships them only inside its whole server.
+// (pkg/controller/master/virtualmachine) and its host maintenance controllers (the node drain
+// controller, pkg/controller/master/nodedrain, and the maintain-status controller,
+// pkg/controller/master/node) alone, as Harvester's controller manager registers them, against
+// the apiserver KUBECONFIG names. Added by the test bed's build (hack/ensure-harvester-webhook.sh):
+// Harvester ships them only inside its whole server.
 package main
 
 import (
@@ -92,6 +94,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/harvester/harvester/pkg/config"
+	"github.com/harvester/harvester/pkg/controller/master/node"
+	"github.com/harvester/harvester/pkg/controller/master/nodedrain"
 	"github.com/harvester/harvester/pkg/controller/master/virtualmachine"
 	"github.com/harvester/harvester/pkg/indexeres"
 )
@@ -112,13 +116,18 @@ func main() {
 	if err := indexeres.Setup(ctx, nil, nil, config.Options{}); err != nil {
 		logrus.Fatal(err)
 	}
-	if err := virtualmachine.Register(ctx, scaled.Management, config.Options{Namespace: os.Getenv("NAMESPACE"), Threadiness: 5}); err != nil {
-		logrus.Fatal(err)
+	options := config.Options{Namespace: os.Getenv("NAMESPACE"), Threadiness: 5}
+	for _, register := range []func(context.Context, *config.Management, config.Options) error{
+		virtualmachine.Register, nodedrain.Register, node.MaintainRegister,
+	} {
+		if err := register(ctx, scaled.Management, options); err != nil {
+			logrus.Fatal(err)
+		}
 	}
 	if err := scaled.Management.Start(5); err != nil {
 		logrus.Fatal(err)
 	}
-	logrus.Info("Harvester's VM controllers started")
+	logrus.Info("Harvester's VM and maintenance controllers started")
 	<-ctx.Done()
 }
 GO

@@ -105,3 +105,39 @@ func conditionStatus(vmi *kubevirtv1.VirtualMachineInstance, t kubevirtv1.Virtua
 	}
 	return corev1.ConditionUnknown
 }
+
+// A host tainted to keep pods off (as a drain or an upgrade taints it: kubevirt.io/drain)
+// takes no VM that does not tolerate the taint, and takes it once the taint is gone.
+func TestTaintedHostTakesNoVM(t *testing.T) {
+	g := NewWithT(t)
+	RegisterTestingT(t)
+	g.Expect(sim.AddHost(ctx, harvestersim.Host{Name: "harvester-tainted", Zone: "zone-t", Region: "region-1"})).To(Succeed())
+	defer func() { g.Expect(sim.Client().Delete(ctx, hostOf("harvester-tainted"))).To(Succeed()) }()
+	host := hostOf("harvester-tainted")
+	base := host.DeepCopy()
+	host.Spec.Taints = append(host.Spec.Taints, corev1.Taint{Key: "kubevirt.io/drain", Value: "draining", Effect: corev1.TaintEffectNoSchedule})
+	g.Expect(sim.Client().Patch(ctx, host, client.MergeFrom(base))).To(Succeed())
+
+	g.Expect(sim.Client().Create(ctx, vm("zone-t", func(v *kubevirtv1.VirtualMachine) {
+		v.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: harvestersim.LabelZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-t"}}},
+			}}},
+		}}
+	}))).To(Succeed())
+	defer deleteVM(t, "zone-t")
+	g.Eventually(func(g Gomega) {
+		g.Expect(getVMI(g, "zone-t").Status.Phase).To(Equal(kubevirtv1.Scheduling))
+		g.Expect(launcherSchedulingMessage(g, "zone-t")).To(ContainSubstring("harvester-tainted: node had untolerated taint {kubevirt.io/drain: draining}"))
+	}, 30*time.Second).Should(Succeed())
+
+	host = hostOf("harvester-tainted")
+	base = host.DeepCopy()
+	host.Spec.Taints = nil
+	g.Expect(sim.Client().Patch(ctx, host, client.MergeFrom(base))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		vmi := getVMI(g, "zone-t")
+		g.Expect(vmi.Status.NodeName).To(Equal("harvester-tainted"))
+		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
+	}, 30*time.Second).Should(Succeed())
+}

@@ -77,6 +77,17 @@ func unfit(vmi *kubevirtv1.VirtualMachineInstance, node *corev1.Node, nodes []co
 	if !ready {
 		return "node is not ready"
 	}
+	// A taint that keeps pods off (a host's drain: kubevirt.io/drain, for one) and that the VMI,
+	// whose tolerations its launcher pod gets, does not tolerate.
+	for i := range node.Spec.Taints {
+		taint := &node.Spec.Taints[i]
+		if taint.Effect != corev1.TaintEffectNoSchedule && taint.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if !slices.ContainsFunc(vmi.Spec.Tolerations, func(t corev1.Toleration) bool { return tolerates(t, taint) }) {
+			return fmt.Sprintf("node had untolerated taint {%s: %s}", taint.Key, taint.Value)
+		}
+	}
 	for k, v := range vmi.Spec.NodeSelector {
 		if node.Labels[k] != v {
 			return "node selector does not match"
@@ -114,6 +125,21 @@ func unfit(vmi *kubevirtv1.VirtualMachineInstance, node *corev1.Node, nodes []co
 		}
 	}
 	return ""
+}
+
+// tolerates is a toleration's match of a taint: the same key (or none, with Exists), the same
+// value (or Exists), the same effect (or none).
+func tolerates(t corev1.Toleration, taint *corev1.Taint) bool {
+	if t.Effect != "" && t.Effect != taint.Effect {
+		return false
+	}
+	if t.Key != "" && t.Key != taint.Key {
+		return false
+	}
+	if t.Operator == corev1.TolerationOpExists {
+		return true
+	}
+	return t.Key != "" && t.Value == taint.Value
 }
 
 // colocated tells whether a VMI matching the term runs in the same topology domain as node.

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"k8s.io/client-go/util/retry"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
@@ -45,6 +48,7 @@ const (
 
 	// DefaultStorageClass is Harvester's default storage class for empty volumes.
 	DefaultStorageClass = "harvester-longhorn"
+	labelControlPlane   = "node-role.kubernetes.io/control-plane"
 	// VMStateStorageClass is where KubeVirt keeps VMs' persistent TPM and EFI state on Harvester.
 	VMStateStorageClass = "vmstate-persistence"
 
@@ -148,7 +152,16 @@ func (h *Harvester) AddTargetNamespace(ctx context.Context, namespace string) er
 func (h *Harvester) AddHost(ctx context.Context, host Host) error {
 	// Harvester's network controller labels every host on the management cluster network; the
 	// VM mutator requires it of VMs on networks of that cluster network.
-	labels := map[string]string{LabelHostname: host.Name, "node-role.kubernetes.io/control-plane": "true", LabelMgmtNetwork: "true"}
+	labels := map[string]string{LabelHostname: host.Name, LabelMgmtNetwork: "true"}
+	// Harvester promotes the first three hosts to its control plane; later ones are workers
+	// (its maintenance mode counts the control-plane hosts).
+	controlPlane := &corev1.NodeList{}
+	if err := h.Env.Client.List(ctx, controlPlane, client.HasLabels{labelControlPlane}); err != nil {
+		return err
+	}
+	if len(controlPlane.Items) < 3 {
+		labels[labelControlPlane] = "true"
+	}
 	if host.Zone != "" {
 		labels[LabelZone] = host.Zone
 	}
@@ -169,7 +182,7 @@ func (h *Harvester) AddHost(ctx context.Context, host Host) error {
 	for name, count := range host.Devices {
 		capacity[corev1.ResourceName(name)] = *resource.NewQuantity(int64(count), resource.DecimalSI)
 	}
-	node.Status = corev1.NodeStatus{
+	status := corev1.NodeStatus{
 		Capacity:    capacity,
 		Allocatable: capacity,
 		Conditions: []corev1.NodeCondition{{
@@ -177,7 +190,21 @@ func (h *Harvester) AddHost(ctx context.Context, host Host) error {
 			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
 		}},
 	}
-	return h.Env.Client.Status().Update(ctx, node)
+	// Harvester's node controllers may write the Node meanwhile: the kubelet's report retries.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := h.Env.Client.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
+			return err
+		}
+		node.Status = status
+		return h.Env.Client.Status().Update(ctx, node)
+	}); err != nil {
+		return err
+	}
+	// The apiserver taints a new Node not-ready (its TaintNodesByCondition admission);
+	// kube-controller-manager's node lifecycle controller lifts the taint once the Node is Ready.
+	base := node.DeepCopy()
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+	return h.Env.Client.Patch(ctx, node, client.MergeFrom(base))
 }
 
 // AddImage creates a VirtualMachineImage; imported false leaves it importing (a fault knob).
