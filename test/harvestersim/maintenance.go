@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -68,4 +69,20 @@ func (h *Harvester) DisableMaintenance(ctx context.Context, host string) error {
 		delete(node.Annotations, key)
 	}
 	return h.Env.Client.Patch(ctx, node, client.MergeFrom(base))
+}
+
+// ReportHostStatus is a kubelet's periodic status report for a host (its Ready condition's
+// heartbeat). Harvester's maintain-status controller re-checks a draining host only when the
+// host changes; on Harvester these reports are such changes.
+func (h *Harvester) ReportHostStatus(ctx context.Context, host string) error {
+	node := &corev1.Node{}
+	if err := h.Env.Client.Get(ctx, client.ObjectKey{Name: host}, node); err != nil {
+		return err
+	}
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			node.Status.Conditions[i].LastHeartbeatTime = metav1.Now()
+		}
+	}
+	return h.Env.Client.Status().Update(ctx, node)
 }

@@ -56,6 +56,8 @@ func TestMaintenanceModeIsHarvesters(t *testing.T) {
 	// A host whose VM can migrate drains and completes.
 	g.Expect(h.EnableMaintenance(ctx, movesHost, false)).To(Succeed())
 	g.Eventually(func(g Gomega) {
+		// The host's kubelet reports its status now and then: Harvester re-checks the host then.
+		g.Expect(h.ReportHostStatus(ctx, movesHost)).To(Succeed())
 		node := host(g, movesHost)
 		g.Expect(node.Annotations).To(HaveKeyWithValue(harvestersim.AnnotationMaintainStatus, harvestersim.MaintainStatusCompleted))
 		g.Expect(node.Spec.Unschedulable).To(BeTrue())
@@ -63,7 +65,7 @@ func TestMaintenanceModeIsHarvesters(t *testing.T) {
 		g.Expect(m.Status.NodeName).NotTo(Equal(movesHost))
 		g.Expect(m.Status.MigrationState).NotTo(BeNil())
 		g.Expect(m.Status.MigrationState.Completed).To(BeTrue())
-	}, 2*time.Minute).Should(Succeed())
+	}, 2*time.Minute, time.Second).Should(Succeed())
 
 	// A non-forced request for a host with a VM that cannot migrate is refused.
 	g.Expect(h.EnableMaintenance(ctx, pinnedHost, false)).To(Succeed())
@@ -83,8 +85,9 @@ func TestMaintenanceModeIsHarvesters(t *testing.T) {
 		vm := &kubevirtv1.VirtualMachine{}
 		g.Expect(h.Client().Get(ctx, client.ObjectKeyFromObject(pinned), vm)).To(Succeed())
 		g.Expect(vm.Spec.RunStrategy).To(HaveValue(Equal(kubevirtv1.RunStrategyHalted)))
+		g.Expect(h.ReportHostStatus(ctx, pinnedHost)).To(Succeed())
 		g.Expect(host(g, pinnedHost).Annotations).To(HaveKeyWithValue(harvestersim.AnnotationMaintainStatus, harvestersim.MaintainStatusCompleted))
-	}, 2*time.Minute).Should(Succeed())
+	}, 2*time.Minute, time.Second).Should(Succeed())
 
 	for _, name := range []string{movesHost, pinnedHost} {
 		g.Expect(h.DisableMaintenance(ctx, name)).To(Succeed())
