@@ -103,6 +103,7 @@ const (
 )
 
 // HarvesterMachineSpec is the desired state of a guest-cluster node's VM on Harvester.
+// +kubebuilder:validation:XValidation:rule="!has(self.hostMaintenance) || !has(self.hostMaintenance.policy) || self.hostMaintenance.policy != 'LiveMigrate' || ((!has(self.hostDevices) || size(self.hostDevices) == 0) && (!has(self.gpus) || size(self.gpus) == 0))",message="a VM with host devices or vGPUs cannot live-migrate: use DrainAndRestart",fieldPath=".hostMaintenance.policy"
 // +kubebuilder:validation:XValidation:rule="!has(self.networkData) || size(self.networkData) == 0 || !self.networks.exists(n, has(n.addressesFromPools) && size(n.addressesFromPools) > 0)",message="must be empty when a NIC takes addresses from IP pools (networks[].addressesFromPools): the provider writes the network-data",fieldPath=".networkData"
 type HarvesterMachineSpec struct {
 	// providerID is `harvester://<VM UID>`, set by the provider once the VM exists.
@@ -237,6 +238,47 @@ type HarvesterMachineSpec struct {
 	// the agent, so `None` needs static addresses on the management NIC.
 	// +optional
 	GuestAgent GuestAgent `json:"guestAgent,omitempty"`
+
+	// hostMaintenance says what happens to the VM when Harvester empties its host (maintenance
+	// mode, an upgrade, a drain). See docs/operations.md.
+	// +optional
+	HostMaintenance HostMaintenance `json:"hostMaintenance,omitempty,omitzero"`
+}
+
+// HostMaintenancePolicy says how a machine's VM leaves a host that Harvester empties.
+// +kubebuilder:validation:Enum=LiveMigrate;DrainAndRestart
+type HostMaintenancePolicy string
+
+const (
+	// HostMaintenanceLiveMigrate: the VM live-migrates to another host (KubeVirt's LiveMigrate
+	// eviction strategy); the guest node stays up. A VM that cannot migrate blocks the host's
+	// drain rather than being stopped under the guest.
+	HostMaintenanceLiveMigrate HostMaintenancePolicy = "LiveMigrate"
+	// HostMaintenanceDrainAndRestart: the provider drains the guest's Node first (CAPI's drain:
+	// PodDisruptionBudgets and MachineDrainRules apply), then stops the VM and starts it again
+	// on another host (KubeVirt's External eviction strategy). For VMs that cannot migrate:
+	// host devices, vGPUs.
+	HostMaintenanceDrainAndRestart HostMaintenancePolicy = "DrainAndRestart"
+)
+
+// HostMaintenance is what a machine does when its Harvester host is emptied.
+// +kubebuilder:validation:MinProperties=1
+type HostMaintenance struct {
+	// policy: `LiveMigrate` (the default without host devices or vGPUs) or `DrainAndRestart`
+	// (the default, and the only policy allowed, with them: such a VM cannot migrate).
+	// +optional
+	Policy HostMaintenancePolicy `json:"policy,omitempty"`
+}
+
+// EffectiveHostMaintenancePolicy is the machine's host maintenance policy, its default filled in.
+func (s *HarvesterMachineSpec) EffectiveHostMaintenancePolicy() HostMaintenancePolicy {
+	switch {
+	case s.HostMaintenance.Policy != "":
+		return s.HostMaintenance.Policy
+	case len(s.HostDevices) > 0 || len(s.GPUs) > 0:
+		return HostMaintenanceDrainAndRestart
+	}
+	return HostMaintenanceLiveMigrate
 }
 
 // Disk is one disk of a machine's VM.

@@ -178,6 +178,17 @@ func (s *HarvesterMachineSpec) validate(path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("isolateEmulatorThread"), true, "an isolated emulator thread requires dedicatedCPUPlacement"))
 	}
 
+	switch s.HostMaintenance.Policy {
+	case "", HostMaintenanceDrainAndRestart:
+	case HostMaintenanceLiveMigrate:
+		if len(s.HostDevices) > 0 || len(s.GPUs) > 0 {
+			errs = append(errs, field.Invalid(path.Child("hostMaintenance", "policy"), s.HostMaintenance.Policy,
+				"a VM with host devices or vGPUs cannot live-migrate: KubeVirt would refuse every eviction of it and block its host's maintenance; use DrainAndRestart"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(path.Child("hostMaintenance", "policy"), s.HostMaintenance.Policy,
+			[]HostMaintenancePolicy{HostMaintenanceLiveMigrate, HostMaintenanceDrainAndRestart}))
+	}
 	switch s.RunStrategy {
 	case "", RunStrategyAlways, RunStrategyRerunOnFailure:
 	default:

@@ -418,6 +418,16 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			s.HostDevices = []infrav1.HostDevice{{Name: "dev", DeviceName: "intel.com/I350_GIGABIT_NETWORK_CONNECTION"}}
 			s.GPUs = []infrav1.HostDevice{{Name: "dev", DeviceName: "nvidia.com/NVIDIA_A2-4Q"}}
 		}), field: "spec.gpus[0].name", msg: "Duplicate value"},
+		{name: "live migration asked of a VM with a vGPU", obj: machine("m-gpu-migrate", func(s *infrav1.HarvesterMachineSpec) {
+			s.GPUs = []infrav1.HostDevice{{DeviceName: "nvidia.com/NVIDIA_A2-4Q"}}
+			s.HostMaintenance.Policy = infrav1.HostMaintenanceLiveMigrate
+		}), field: "spec.hostMaintenance.policy", msg: "cannot live-migrate"},
+		{name: "unknown host maintenance policy", obj: machine("m-maint", func(s *infrav1.HarvesterMachineSpec) { s.HostMaintenance.Policy = "Shutdown" }),
+			field: "spec.hostMaintenance.policy", msg: `supported values: "LiveMigrate", "DrainAndRestart"`},
+		{name: "machine template live migration with a host device", obj: machineTemplate("mt-dev-migrate", func(s *infrav1.HarvesterMachineSpec) {
+			s.HostDevices = []infrav1.HostDevice{{DeviceName: "intel.com/I350_GIGABIT_NETWORK_CONNECTION"}}
+			s.HostMaintenance.Policy = infrav1.HostMaintenanceLiveMigrate
+		}), field: "spec.template.spec.hostMaintenance.policy", msg: "cannot live-migrate", variantOf: "live migration asked of a VM with a vGPU"},
 
 		// Templates carry the same checks under spec.template.spec, and refuse what every
 		// machine made from them would share.

@@ -6,6 +6,7 @@ package build
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -105,6 +106,13 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 	for k, v := range labels {
 		templateLabels[k] = v
 	}
+	// Harvester's maintenance mode reads the strategy from the virt-launcher pod, whose labels
+	// come from the VM's template at the pod's creation; the VM carries it for Harvester's
+	// webhook and UI. Migrate: the VM leaves its host by KubeVirt's eviction (live migration,
+	// or the provider's drain and restart), never by Harvester's own shutdown.
+	vmLabels := maps.Clone(labels)
+	vmLabels[naming.LabelMaintainModeStrategy] = naming.MaintainModeMigrate
+	templateLabels[naming.LabelMaintainModeStrategy] = naming.MaintainModeMigrate
 
 	claims, disks, volumes, claimNames, err := buildDisks(in)
 	if err != nil {
@@ -178,7 +186,7 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   in.Namespace,
 			Name:        naming.VMName(m.Name),
-			Labels:      labels,
+			Labels:      vmLabels,
 			Annotations: annotations,
 		},
 		Spec: kubevirtv1.VirtualMachineSpec{
@@ -211,7 +219,7 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 					Networks:                      networks,
 					Volumes:                       volumes,
 					Affinity:                      affinity(in, labels),
-					EvictionStrategy:              ptr.To(kubevirtv1.EvictionStrategyLiveMigrateIfPossible),
+					EvictionStrategy:              ptr.To(evictionStrategy(spec)),
 					TerminationGracePeriodSeconds: ptr.To[int64](120),
 				},
 			},
@@ -400,4 +408,16 @@ func ClaimNamesOf(vm *kubevirtv1.VirtualMachine) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// evictionStrategy is KubeVirt's eviction strategy for the machine's host maintenance policy:
+// LiveMigrate migrates the VM on an eviction of its virt-launcher pod and refuses the eviction
+// of a VM that cannot migrate (rather than letting the pod go with the guest in it); External
+// refuses every eviction and marks the VM for evacuation, which the provider answers by
+// draining the guest's Node, stopping the VM and starting it elsewhere.
+func evictionStrategy(spec *infrav1.HarvesterMachineSpec) kubevirtv1.EvictionStrategy {
+	if spec.EffectiveHostMaintenancePolicy() == infrav1.HostMaintenanceDrainAndRestart {
+		return kubevirtv1.EvictionStrategyExternal
+	}
+	return kubevirtv1.EvictionStrategyLiveMigrate
 }

@@ -76,7 +76,14 @@ func TestBuildVM(t *testing.T) {
 	g.Expect(spec.Networks[1].Multus.NetworkName).To(Equal("default/vlan20"))
 	g.Expect(spec.Volumes[2].CloudInitNoCloud.UserDataSecretRef.Name).To(Equal("cp-abcde-cloudinit"))
 	g.Expect(spec.Volumes[2].CloudInitNoCloud.NetworkDataSecretRef.Name).To(Equal("cp-abcde-cloudinit"))
-	g.Expect(*spec.EvictionStrategy).To(Equal(kubevirtv1.EvictionStrategyLiveMigrateIfPossible))
+	// Without devices the VM live-migrates off a drained host, and an eviction of a VM that
+	// cannot migrate is refused rather than let go with the guest in it.
+	g.Expect(*spec.EvictionStrategy).To(Equal(kubevirtv1.EvictionStrategyLiveMigrate))
+	// Harvester's maintenance mode reads its strategy from the launcher pod (the template's
+	// labels) and its webhook from the VM: Migrate on both, never on the volumes.
+	g.Expect(vm.Labels).To(HaveKeyWithValue(naming.LabelMaintainModeStrategy, naming.MaintainModeMigrate))
+	g.Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue(naming.LabelMaintainModeStrategy, naming.MaintainModeMigrate))
+	g.Expect(MachineLabels(testInput())).NotTo(HaveKey(naming.LabelMaintainModeStrategy))
 	g.Expect(spec.NodeSelector).To(BeEmpty())
 }
 
@@ -159,6 +166,14 @@ func TestBuildVMWithDevicesCPUModelAndManagementNIC(t *testing.T) {
 	g.Expect(vm.Spec.Template.Spec.Networks[0].Multus.NetworkName).To(Equal(in.Machine.Spec.Networks[1].NetworkName))
 	g.Expect(NetworkNames(&in.Machine.Spec)).To(Equal(nics))
 	g.Expect(vm.Spec.Template.ObjectMeta.Annotations).NotTo(HaveKey(guestcloud.AnnotationManagementNetwork), "the management NIC is first")
+	// A VM with devices cannot migrate: by default the provider drains its guest node and
+	// restarts it elsewhere (External: KubeVirt marks it instead of evicting it).
+	g.Expect(*vm.Spec.Template.Spec.EvictionStrategy).To(Equal(kubevirtv1.EvictionStrategyExternal))
+	in.Machine.Spec.HostDevices, in.Machine.Spec.GPUs = nil, nil
+	in.Machine.Spec.HostMaintenance.Policy = infrav1.HostMaintenanceDrainAndRestart
+	vm, err = BuildVM(in)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(*vm.Spec.Template.Spec.EvictionStrategy).To(Equal(kubevirtv1.EvictionStrategyExternal), "the policy asked for")
 
 	vm, err = BuildVM(testInput())
 	g.Expect(err).NotTo(HaveOccurred())

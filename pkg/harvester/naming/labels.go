@@ -42,6 +42,17 @@ const (
 	// on the VMIs and its load balancer finds a guest cluster's network.
 	LabelHarvesterCreator = "harvesterhci.io/creator"
 	HarvesterCreatorValue = "docker-machine-driver-harvester"
+
+	// LabelMaintainModeStrategy is what Harvester's maintenance mode does with a VM it can
+	// migrate (Migrate, or a Shutdown* strategy that stops it without draining the guest); the
+	// provider writes Migrate.
+	LabelMaintainModeStrategy = "harvesterhci.io/maintain-mode-strategy"
+	MaintainModeMigrate       = "Migrate"
+
+	// AnnotationStoppedForHost marks a VM the provider stopped for its host's maintenance (the
+	// value names the host); AnnotationRunStrategyBeforeStop keeps the run strategy to restore.
+	AnnotationStoppedForHost        = "harvester.infrastructure.cluster.x-k8s.io/stopped-for-host"
+	AnnotationRunStrategyBeforeStop = "harvester.infrastructure.cluster.x-k8s.io/run-strategy-before-stop"
 )
 
 // AnnotationMachine, on a VM and its VMI, holds the whole name of their HarvesterMachine, which
