@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,6 +47,9 @@ type HarvesterMachineReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Factory  *transport.ClientFactory
+	// ClusterCache reaches the guest clusters, to drain a guest node before its VM leaves a
+	// host (nil: no drain).
+	ClusterCache clustercache.ClusterCache
 	// ProviderNamespace is the manager's namespace, where HarvesterClusterIdentities' Secrets
 	// live.
 	ProviderNamespace string
@@ -296,7 +300,17 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 	}
 	if !st.Ready {
 		setVMCondition(hm, metav1.ConditionFalse, st.Reason, st.Message)
-		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil
+	}
+	handled, maintenance, err := r.reconcileHostMaintenance(ctx, s, vms, vm, st.VMI)
+	switch {
+	case apierrors.IsConflict(err):
+		return ctrl.Result{RequeueAfter: staleReadRetry}, nil // the VM or Machine changed since it was read
+	case err != nil:
+		return r.harvesterResult(ctx, err, s.reportVM)
+	case handled:
+		return maintenance, nil
+	case !st.Ready:
+		return ctrl.Result{RequeueAfter: min(fallbackRequeue, nonZero(maintenance.RequeueAfter, fallbackRequeue))}, nil
 	}
 	if !ptr.Deref(hm.Status.Initialization.Provisioned, false) {
 		// Once per machine, when it becomes provisioned (again only if writing the status fails).
@@ -304,7 +318,15 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 	}
 	hm.Status.Initialization.Provisioned = ptr.To(true)
 	setVMCondition(hm, metav1.ConditionTrue, infrav1.ReadyReason, "")
-	return ctrl.Result{}, nil
+	return maintenance, nil
+}
+
+// nonZero is d, or def when d is zero.
+func nonZero(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
 
 func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {

@@ -30,6 +30,9 @@ type vmService interface {
 	Delete(ctx context.Context, namespace string, m *infrav1.HarvesterMachine) (gone, deleted bool, err error)
 	// Host reads a Harvester host.
 	Host(ctx context.Context, name string) (*corev1.Node, error)
+	// SetRunStrategy sets the VM's run strategy and annotations (nil removes), locked to vm's
+	// version.
+	SetRunStrategy(ctx context.Context, vm *kubevirtv1.VirtualMachine, strategy kubevirtv1.VirtualMachineRunStrategy, annotations map[string]*string) error
 }
 
 // machineServices connect a machine's reconcile to its Harvester.

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,8 +31,12 @@ type fakeHarvester struct {
 	createErr  error
 	state      harvester.VMState
 	deleted    bool
+	// hosts are the Harvester hosts by name (a bare Node when not there).
+	hosts map[string]*corev1.Node
 
 	calls []string
+	// runStrategies are the run strategies SetRunStrategy set, with the annotations it changed.
+	runStrategies []string
 }
 
 func (f *fakeHarvester) connect(context.Context, *machineScope) error {
@@ -71,7 +77,24 @@ func (f *fakeHarvester) Delete(context.Context, string, *infrav1.HarvesterMachin
 }
 
 func (f *fakeHarvester) Host(_ context.Context, name string) (*corev1.Node, error) {
+	if h, ok := f.hosts[name]; ok {
+		return h, nil
+	}
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
+}
+
+func (f *fakeHarvester) SetRunStrategy(_ context.Context, _ *kubevirtv1.VirtualMachine, strategy kubevirtv1.VirtualMachineRunStrategy, annotations map[string]*string) error {
+	f.calls = append(f.calls, "setRunStrategy")
+	keys := slices.Sorted(maps.Keys(annotations))
+	for i, k := range keys {
+		if v := annotations[k]; v != nil {
+			keys[i] = k + "=" + *v
+		} else {
+			keys[i] = "-" + k
+		}
+	}
+	f.runStrategies = append(f.runStrategies, strings.TrimSpace(string(strategy)+" "+strings.Join(keys, " ")))
+	return nil
 }
 
 // provisionedClusterMachine is a HarvesterMachine with its finalizer, owned by a Machine with

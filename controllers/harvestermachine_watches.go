@@ -43,6 +43,14 @@ func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr c
 	filtered := func(mapFn handler.MapFunc) handler.EventHandler {
 		return handler.EnqueueRequestsFromMapFunc(watchFiltered(r.Client, r.WatchFilterValue, machine, mapFn))
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.HarvesterMachine{}, machineHostIndex, func(o client.Object) []string {
+		if hm, ok := o.(*infrav1.HarvesterMachine); ok && hm.Status.VirtualMachine.Host != "" {
+			return []string{hm.Status.VirtualMachine.Host}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		// Paused ones too: the reconcile writes their Paused condition.
 		For(&infrav1.HarvesterMachine{}, builder.WithPredicates(
@@ -64,11 +72,15 @@ func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr c
 	}
 	r.controller = c
 	toMachine := watchFiltered(r.Client, r.WatchFilterValue, machine, harvesterObjectToMachine)
+	hostToMachines := watchFiltered(r.Client, r.WatchFilterValue, machine, r.hostToMachines)
 	volumeToMachine := watchFiltered(r.Client, r.WatchFilterValue, machine, r.volumeToMachine)
 	r.Factory.WatchCaches(c, func(hc cache.Cache) []source.Source {
 		return []source.Source{
 			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachine{}), handler.EnqueueRequestsFromMapFunc(toMachine), observedChange),
 			source.Kind(hc, client.Object(&kubevirtv1.VirtualMachineInstance{}), readyFirst(toMachine), observedChange),
+			// A host being emptied (maintenance mode, an upgrade's taint, a cordon) moves its
+			// machines' VMs.
+			source.Kind(hc, client.Object(&corev1.Node{}), handler.EnqueueRequestsFromMapFunc(hostToMachines), hostEmptyingChanged),
 			// A deleting machine waits for its volumes to go.
 			source.Kind(hc, client.Object(&corev1.PersistentVolumeClaim{}), handler.EnqueueRequestsFromMapFunc(volumeToMachine),
 				predicate.Funcs{
@@ -137,11 +149,45 @@ var observedChange = predicate.Funcs{UpdateFunc: func(e event.TypedUpdateEvent[c
 	case *kubevirtv1.VirtualMachineInstance:
 		o, ok := o.(*kubevirtv1.VirtualMachineInstance)
 		return !ok || o.Status.Phase != n.Status.Phase || o.Status.NodeName != n.Status.NodeName ||
+			o.Status.EvacuationNodeName != n.Status.EvacuationNodeName ||
+			!equality.Semantic.DeepEqual(o.Status.MigrationState, n.Status.MigrationState) ||
 			!equality.Semantic.DeepEqual(o.Status.Interfaces, n.Status.Interfaces) ||
 			!equality.Semantic.DeepEqual(o.Status.Conditions, n.Status.Conditions)
 	}
 	return true
 }}
+
+// machineHostIndex indexes HarvesterMachines by the Harvester host their VM runs on.
+const machineHostIndex = "status.virtualMachine.host"
+
+// hostEmptyingChanged passes the host updates that change whether Harvester empties it: a
+// cordon, the drain taint, the maintenance annotations (the cache keeps nothing else that moves
+// of a host but its labels, which the machines do not read).
+var hostEmptyingChanged = predicate.Funcs{
+	CreateFunc: func(event.TypedCreateEvent[client.Object]) bool { return false },
+	DeleteFunc: func(event.TypedDeleteEvent[client.Object]) bool { return false },
+	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Node)
+		n, ok2 := e.ObjectNew.(*corev1.Node)
+		return ok1 && ok2 && (o.Spec.Unschedulable != n.Spec.Unschedulable ||
+			!maps.Equal(o.Annotations, n.Annotations) || !equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints))
+	},
+}
+
+// hostToMachines maps a Harvester host to the machines whose VM runs on it (machines of every
+// connection whose hosts share the name: a reconcile of another Harvester's machine finds its
+// own host unchanged).
+func (r *HarvesterMachineReconciler) hostToMachines(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &infrav1.HarvesterMachineList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{machineHostIndex: obj.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
 
 // ownStatusIgnored drops the HarvesterMachine updates that change only its status: the provider
 // alone writes it, each reconcile writes what it found, and being woken by its own write found

@@ -193,6 +193,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		APIReader:         mgr.GetAPIReader(),
 		Recorder:          mgr.GetEventRecorder("harvestermachine-controller"),
 		Factory:           factory,
+		ClusterCache:      clusterCache,
 		WatchFilterValue:  o.WatchFilterValue,
 		ReferenceRecheck:  o.ReferenceRecheck,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.MachineConcurrency, SkipNameValidation: skip}); err != nil {

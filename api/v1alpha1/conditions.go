@@ -165,6 +165,37 @@ const (
 	// VMFailedReason: KubeVirt reports the VM as failed.
 	VMFailedReason = "Failed"
 
+	// StoppedForHostMaintenanceReason: the provider stopped the VM, after draining its guest
+	// node, to move it off a host Harvester empties (spec.hostMaintenance.policy
+	// DrainAndRestart); it starts again on another host.
+	StoppedForHostMaintenanceReason = "StoppedForHostMaintenance"
+
+	// HostMaintenanceCondition is true while the machine's VM is moved off a Harvester host that
+	// is emptied (maintenance mode, an upgrade, a drain or a cordon); it is not part of Ready.
+	HostMaintenanceCondition = "HostMaintenance"
+	// NoHostMaintenanceReason: the VM's host is not being emptied (the condition is false).
+	NoHostMaintenanceReason = "NoHostMaintenance"
+	// MigratingReason: the VM live-migrates to another host; the guest node stays up.
+	MigratingReason = "Migrating"
+	// MigrationBlockedReason: the VM's host is emptied, the machine's policy is LiveMigrate and
+	// KubeVirt says the VM cannot migrate (its message says why): the host's drain waits.
+	MigrationBlockedReason = "MigrationBlocked"
+	// WaitingForDrainLimitReason: other machines of the same MachineDeployment (more than its
+	// maxUnavailable) or of the control plane (one at a time) are being moved off their hosts.
+	WaitingForDrainLimitReason = "WaitingForDrainLimit"
+	// DrainingNodeReason: the provider drains the guest's Node (CAPI's drain: evictions honour
+	// PodDisruptionBudgets); the message says what is left.
+	DrainingNodeReason = "DrainingNode"
+	// StoppedForHostReason: the guest node is drained and the VM stops to leave its host.
+	StoppedForHostReason = "StoppedForHost"
+	// RestartingReason: the VM starts again on another host; the condition clears once the
+	// guest node is Ready, and the provider uncordons it.
+	RestartingReason = "Restarting"
+	// HaltedByHarvesterReason: Harvester stopped the VM itself (forced maintenance stops every
+	// VM it cannot migrate at once, with no drain of the guest node); the provider starts it
+	// again on another host.
+	HaltedByHarvesterReason = "HaltedByHarvester"
+
 	// IPAddressesReadyCondition is true when every NIC that takes addresses from IP pools has
 	// them (or no NIC does).
 	IPAddressesReadyCondition = "IPAddressesReady"

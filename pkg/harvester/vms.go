@@ -342,6 +342,30 @@ func equalData(a, b map[string][]byte) bool {
 	return true
 }
 
+// SetRunStrategy sets the VM's run strategy and annotations (a nil value removes one), locked
+// to the version of the VM given: a VM that changed since it was read gets a conflict, and the
+// machine reads it again. The provider changes a VM only to move it off a host (its host
+// maintenance policy).
+func (s *VMService) SetRunStrategy(ctx context.Context, vm *kubevirtv1.VirtualMachine, strategy kubevirtv1.VirtualMachineRunStrategy, annotations map[string]*string) error {
+	patched := vm.DeepCopy()
+	patched.Spec.RunStrategy = &strategy
+	for k, v := range annotations {
+		if v == nil {
+			delete(patched.Annotations, k)
+			continue
+		}
+		if patched.Annotations == nil {
+			patched.Annotations = map[string]string{}
+		}
+		patched.Annotations[k] = *v
+	}
+	err := s.C.Patch(ctx, patched, client.MergeFromWithOptions(vm, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) {
+		return err // read again: the caller's reconcile starts over from the newer VM
+	}
+	return transport.ClassifyError(err, fmt.Sprintf("setting the run strategy of VM %s/%s to %s", vm.Namespace, vm.Name, strategy))
+}
+
 // Host reads a Harvester host (its Node) from the connection's cache.
 func (s *VMService) Host(ctx context.Context, name string) (*corev1.Node, error) {
 	host := &corev1.Node{}

@@ -625,18 +625,41 @@ func withoutManagedFields(m metav1.ObjectMeta) metav1.ObjectMeta {
 	return m
 }
 
-// slimNode keeps of a cached host only its name, labels and schedulability.
+// HostMaintenanceAnnotations are the annotations of a Harvester host that say it is being
+// emptied: Harvester's maintenance mode sets them (drain requested, forced, then the status).
+var HostMaintenanceAnnotations = []string{"harvesterhci.io/drain-requested", "harvesterhci.io/drain-forced", "harvesterhci.io/maintain-status"}
+
+// HostDrainTaint is the taint a Harvester upgrade puts on a host it empties (KubeVirt's node
+// drain taint: KubeVirt migrates the VMs it can off it).
+const HostDrainTaint = "kubevirt.io/drain"
+
+// slimNode keeps of a cached host only its name, labels, schedulability and what says it is
+// being emptied (the maintenance annotations and the drain taint).
 func slimNode(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
-	return &corev1.Node{
+	slim := &corev1.Node{
 		TypeMeta: node.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, Labels: node.Labels,
 			DeletionTimestamp: node.DeletionTimestamp,
 		},
 		Spec: corev1.NodeSpec{Unschedulable: node.Spec.Unschedulable},
-	}, nil
+	}
+	for _, k := range HostMaintenanceAnnotations {
+		if v, ok := node.Annotations[k]; ok {
+			if slim.Annotations == nil {
+				slim.Annotations = map[string]string{}
+			}
+			slim.Annotations[k] = v
+		}
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == HostDrainTaint {
+			slim.Spec.Taints = append(slim.Spec.Taints, t)
+		}
+	}
+	return slim, nil
 }
