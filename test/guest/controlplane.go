@@ -16,11 +16,13 @@ import (
 )
 
 // controllersOfKCM are the kube-controller-manager controllers a guest runs: those that turn the
-// addons' Deployments and DaemonSets into pods and clean up after them. The rest (node
-// lifecycle, volumes, tokens, ...) need kubelets, clouds or keys the bed does not have.
+// addons' Deployments and DaemonSets into pods and clean up after them, and the disruption
+// controller, whose PodDisruptionBudget status the Eviction API reads (a drain honours it). The
+// rest (node lifecycle, volumes, tokens, ...) need kubelets, clouds or keys the bed does not have.
 var controllersOfKCM = []string{
 	"deployment-controller", "replicaset-controller", "daemonset-controller",
 	"garbage-collector-controller", "pod-garbage-collector-controller", "serviceaccount-controller",
+	"disruption-controller",
 }
 
 // process is a program the bed runs for a guest: a control-plane component or a container.

@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+)
+
+// Harvester's own maintenance mode (its node drain and maintain-status controllers, KubeVirt's
+// eviction admitter and evacuation controller) empties the host of a DrainAndRestart worker: the
+// provider drains the guest node first, holding on a PodDisruptionBudget until it is relaxed,
+// then stops the VM and starts it on another host; no MachineHealthCheck replaces it meanwhile.
+var _ = Describe("Harvester host maintenance", func() {
+	It("drains a DrainAndRestart worker's guest node before its VM leaves the host, and replaces nothing", func() {
+		tc := newTestCluster("maint", "maint")
+		Expect(tc.Guest.StartScheduling(ctx, "")).To(Succeed())
+		tc.controlPlaneMachine("maint-cp-0")
+		restartSpec := machineSpec()
+		restartSpec.HostMaintenance.Policy = infrav1.HostMaintenanceDrainAndRestart
+		tc.machineDeployment("restart", "restart", 1, restartSpec)
+		tc.machineDeployment("migrate", "migrate", 1, machineSpec())
+		// Any worker whose node is NotReady for a second would be replaced, but for
+		// skip-remediation.
+		Expect(mgmt().Create(ctx, &clusterv1.MachineHealthCheck{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "workers"},
+			Spec: clusterv1.MachineHealthCheckSpec{
+				ClusterName: tc.Name,
+				Selector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+					Key: "pool", Operator: metav1.LabelSelectorOpIn, Values: []string{"restart", "migrate"}}}},
+				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
+					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: ptr.To[int32](1)},
+					{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](1)},
+				}},
+			},
+		})).To(Succeed())
+
+		machines := func(g Gomega) map[string]infrav1.HarvesterMachine {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+			out := map[string]infrav1.HarvesterMachine{}
+			for _, hm := range hms.Items {
+				out[hm.Name] = hm
+			}
+			return out
+		}
+		ownerOf := func(g Gomega, hm infrav1.HarvesterMachine) *clusterv1.Machine {
+			m := &clusterv1.Machine{}
+			for _, ref := range hm.OwnerReferences {
+				if ref.Kind == "Machine" {
+					g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: hm.Namespace, Name: ref.Name}, m)).To(Succeed())
+				}
+			}
+			g.Expect(m.Name).NotTo(BeEmpty())
+			return m
+		}
+		var before map[string]infrav1.HarvesterMachine
+		var restart infrav1.HarvesterMachine
+		var node string
+		Eventually(func(g Gomega) {
+			before = machines(g)
+			g.Expect(before).To(HaveLen(3))
+			for _, hm := range before {
+				g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+				if hm.Labels[clusterv1.MachineDeploymentNameLabel] == "restart" {
+					restart = hm
+				}
+			}
+			node = ownerOf(g, restart).Status.NodeRef.Name
+			g.Expect(node).NotTo(BeEmpty())
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		host := restart.Status.VirtualMachine.Host
+		vm := &kubevirtv1.VirtualMachine{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: restart.Status.VirtualMachine.Name}, vm)).To(Succeed())
+		Expect(vm.Spec.Template.Spec.EvictionStrategy).To(Equal(ptr.To(kubevirtv1.EvictionStrategyExternal)))
+		Expect(vm.Labels).To(HaveKeyWithValue(naming.LabelMaintainModeStrategy, naming.MaintainModeMigrate))
+
+		By("running a guest workload on the worker's node, guarded by a PodDisruptionBudget")
+		g := tc.Guest.Env.Client
+		labels := map[string]string{"app": "web"}
+		Expect(g.Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](1),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{
+						NodeSelector: map[string]string{"kubernetes.io/hostname": node},
+						Containers:   []corev1.Container{{Name: "web", Image: "registry.k8s.io/pause:3.10"}},
+					},
+				},
+			},
+		})).To(Succeed())
+		pdb := &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+			Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}},
+		}
+		Expect(g.Create(ctx, pdb)).To(Succeed())
+		webRuns := func(gm Gomega) {
+			pods := &corev1.PodList{}
+			gm.Expect(g.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels(labels))).To(Succeed())
+			gm.Expect(pods.Items).To(ContainElement(And(HaveField("Spec.NodeName", node), HaveField("Status.Phase", corev1.PodRunning),
+				HaveField("DeletionTimestamp", BeNil()))))
+		}
+		Eventually(func(gm Gomega) {
+			webRuns(gm)
+			gm.Expect(g.Get(ctx, client.ObjectKeyFromObject(pdb), pdb)).To(Succeed())
+			gm.Expect(pdb.Status.DisruptionsAllowed).To(BeZero())
+			gm.Expect(pdb.Status.CurrentHealthy).To(Equal(int32(1)))
+		}).Should(Succeed())
+
+		By("putting the worker's host in maintenance mode, as Harvester's UI does (not forced)")
+		Expect(testBed.Harvester.EnableMaintenance(ctx, host, false)).To(Succeed())
+		DeferCleanup(func() { Expect(testBed.Harvester.DisableMaintenance(ctx, host)).To(Succeed()) })
+		Eventually(func(gm Gomega) {
+			hm := machines(gm)[restart.Name]
+			c := conditions.Get(&hm, infrav1.HostMaintenanceCondition)
+			gm.Expect(c).NotTo(BeNil())
+			gm.Expect(c.Reason).To(Equal(infrav1.DrainingNodeReason))
+			gm.Expect(c.Message).To(ContainSubstring("disruption budget"))
+			m := ownerOf(gm, hm)
+			gm.Expect(m.Annotations).To(HaveKey(clusterv1.MachineSkipRemediationAnnotation))
+			gm.Expect(m.Annotations).To(HaveKeyWithValue(controllers.MaintenanceAnnotation, "skip-remediation,drain,cordon"))
+			n := &corev1.Node{}
+			gm.Expect(g.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
+			gm.Expect(n.Spec.Unschedulable).To(BeTrue(), "the guest node is cordoned")
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		// The budget holds: the VM still runs on the host, and so does the workload.
+		Consistently(func(gm Gomega) {
+			webRuns(gm)
+			vmi := &kubevirtv1.VirtualMachineInstance{}
+			gm.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(vm), vmi)).To(Succeed())
+			gm.Expect(vmi.Status.NodeName).To(Equal(host))
+		}).WithTimeout(3 * time.Second).Should(Succeed())
+
+		By("relaxing the budget: the node drains, the VM stops and starts on another host")
+		Expect(g.Delete(ctx, pdb)).To(Succeed())
+		Eventually(func(gm Gomega) {
+			// A kubelet's status reports are the host changes Harvester's maintain-status
+			// controller re-checks on.
+			gm.Expect(testBed.Harvester.ReportHostStatus(ctx, host)).To(Succeed())
+			hm := machines(gm)[restart.Name]
+			gm.Expect(hm.Status.VirtualMachine.Host).NotTo(Equal(host))
+			gm.Expect(conditions.GetReason(&hm, infrav1.HostMaintenanceCondition)).To(Equal(infrav1.NoHostMaintenanceReason))
+			gm.Expect(conditions.IsTrue(&hm, infrav1.VirtualMachineReadyCondition)).To(BeTrue())
+			m := ownerOf(gm, hm)
+			gm.Expect(m.Annotations).NotTo(HaveKey(clusterv1.MachineSkipRemediationAnnotation))
+			gm.Expect(m.Annotations).NotTo(HaveKey(controllers.MaintenanceAnnotation))
+			n := &corev1.Node{}
+			gm.Expect(g.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
+			gm.Expect(n.Spec.Unschedulable).To(BeFalse(), "the provider uncordoned the node it cordoned")
+			webRuns(gm)
+			h := &corev1.Node{}
+			gm.Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: host}, h)).To(Succeed())
+			gm.Expect(h.Annotations).To(HaveKeyWithValue(harvestersim.AnnotationMaintainStatus, harvestersim.MaintainStatusCompleted))
+		}).WithTimeout(3 * time.Minute).Should(Succeed())
+
+		By("every machine is the one it was: same VM and providerID, off the host, none replaced")
+		after := machines(Default)
+		Expect(after).To(HaveLen(len(before)))
+		for name, hm := range before {
+			Expect(after).To(HaveKey(name))
+			Expect(after[name].Spec.ProviderID).To(Equal(hm.Spec.ProviderID))
+			Expect(after[name].Status.VirtualMachine.UID).To(Equal(hm.Status.VirtualMachine.UID))
+			Expect(after[name].Status.VirtualMachine.Host).NotTo(Equal(host))
+		}
+		vmis := &kubevirtv1.VirtualMachineInstanceList{}
+		Expect(harvesterClient().List(ctx, vmis, client.InNamespace(tc.Target))).To(Succeed())
+		for _, vmi := range vmis.Items {
+			Expect(vmi.Status.NodeName).NotTo(Equal(host), "VMI %s", vmi.Name)
+		}
+		events := &corev1.EventList{}
+		Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
+		for _, reason := range []string{"DrainingNode", "VirtualMachineStopping", "VirtualMachineRestarting", "HostMaintenanceDone"} {
+			Expect(events.Items).To(ContainElement(And(HaveField("Reason", reason), HaveField("InvolvedObject.Name", restart.Name))))
+		}
+
+		deleteCluster(tc)
+		leakFree(tc.Target)
+	})
+})
