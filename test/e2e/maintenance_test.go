@@ -141,6 +141,8 @@ var _ = Describe("Harvester host maintenance", func() {
 			gm.Expect(g.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
 			gm.Expect(n.Spec.Unschedulable).To(BeTrue(), "the guest node is cordoned")
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		out := runDocumentedOnManagement("operations.md", "watch-maintenance", "NAMESPACE="+tc.Namespace)
+		Expect(out).To(MatchRegexp(restart.Name + ` +` + host + ` +` + infrav1.DrainingNodeReason))
 		// The budget holds: the VM still runs on the host, and so does the workload.
 		Consistently(func(gm Gomega) {
 			webRuns(gm)
