@@ -1,8 +1,10 @@
 package controllers
 
-// Host maintenance: what a machine does when Harvester empties the host its VM runs on
-// (maintenance mode, an upgrade, a drain, a cordon). docs/decisions/0007-host-maintenance.md
-// has the facts of Harvester and KubeVirt this follows, docs/operations.md the user's side.
+// Long file: host maintenance, one state machine read top to bottom (what a machine does when
+// Harvester empties the host its VM runs on: maintenance mode, an upgrade, a drain, a cordon:
+// the guest node's drain, the VM's stop and restart, the Machine's remediation hold).
+// docs/decisions/0007-host-maintenance.md has the facts of Harvester and KubeVirt this follows,
+// docs/operations.md the user's side.
 
 import (
 	"context"
