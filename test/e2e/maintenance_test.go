@@ -196,4 +196,136 @@ var _ = Describe("Harvester host maintenance", func() {
 		deleteCluster(tc)
 		leakFree(tc.Target)
 	})
+
+	It("moves a vGPU worker off a cordoned host before maintenance mode, and restarts one that forced maintenance halted", func() {
+		const vgpu = "nvidia.com/NVIDIA_A2-4Q"
+		// Two worker hosts with a vGPU each, that only this test's machines select. Left cordoned
+		// at the end: later tests' VMs stay on the three hosts they expect.
+		hostA, hostB := "harvester-gpu-a", "harvester-gpu-b"
+		for _, h := range []string{hostA, hostB} {
+			Expect(testBed.Harvester.AddHost(ctx, harvestersim.Host{Name: h, Zone: "zone-a", Region: "region-1", Devices: map[string]int{vgpu: 1}})).To(Succeed())
+			Eventually(func(g Gomega) {
+				node := &corev1.Node{}
+				g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: h}, node)).To(Succeed())
+				node.Labels["e2e-maintenance"] = "gpu"
+				g.Expect(harvesterClient().Update(ctx, node)).To(Succeed())
+			}).Should(Succeed())
+			DeferCleanup(func() {
+				Expect(testBed.Harvester.DisableMaintenance(ctx, h)).To(Succeed())
+				cordon(h, true)
+			})
+		}
+		onGPUHosts := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: "e2e-maintenance", Operator: corev1.NodeSelectorOpIn, Values: []string{"gpu"}}}}}}}}
+		// Everything starts on host A.
+		cordon(hostB, true)
+
+		tc := newTestCluster("maint-gpu", "maint-gpu")
+		cpSpec := machineSpec()
+		cpSpec.Affinity = onGPUHosts
+		tc.controlPlaneMachineWith("maint-gpu-cp-0", cpSpec)
+		gpuSpec := machineSpec()
+		gpuSpec.Affinity = onGPUHosts
+		gpuSpec.GPUs = []infrav1.HostDevice{{DeviceName: vgpu}}
+		tc.machineDeployment("gpu", "gpu", 1, gpuSpec)
+		migrateSpec := machineSpec()
+		migrateSpec.Affinity = onGPUHosts
+		tc.machineDeployment("migrate", "migrate", 1, migrateSpec)
+		Expect(mgmt().Create(ctx, &clusterv1.MachineHealthCheck{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "workers"},
+			Spec: clusterv1.MachineHealthCheckSpec{
+				ClusterName: tc.Name,
+				Selector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+					Key: "pool", Operator: metav1.LabelSelectorOpIn, Values: []string{"gpu", "migrate"}}}},
+				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
+					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: ptr.To[int32](15)},
+				}},
+			},
+		})).To(Succeed())
+
+		machines := func(g Gomega) map[string]infrav1.HarvesterMachine {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+			out := map[string]infrav1.HarvesterMachine{}
+			for _, hm := range hms.Items {
+				out[hm.Name] = hm
+			}
+			return out
+		}
+		var before map[string]infrav1.HarvesterMachine
+		var gpu string
+		Eventually(func(g Gomega) {
+			before = machines(g)
+			g.Expect(before).To(HaveLen(3))
+			for name, hm := range before {
+				g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+				g.Expect(hm.Status.VirtualMachine.Host).To(Equal(hostA))
+				if hm.Labels[clusterv1.MachineDeploymentNameLabel] == "gpu" {
+					gpu = name
+				}
+			}
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		cordon(hostB, false)
+		settled := func(g Gomega, hm infrav1.HarvesterMachine) {
+			g.Expect(conditions.GetReason(&hm, infrav1.HostMaintenanceCondition)).To(Equal(infrav1.NoHostMaintenanceReason))
+			g.Expect(conditions.IsTrue(&hm, infrav1.VirtualMachineReadyCondition)).To(BeTrue())
+			for _, ref := range hm.OwnerReferences {
+				m := &clusterv1.Machine{}
+				g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: hm.Namespace, Name: ref.Name}, m)).To(Succeed())
+				g.Expect(m.Annotations).NotTo(HaveKey(clusterv1.MachineSkipRemediationAnnotation))
+				g.Expect(m.Annotations).NotTo(HaveKey(controllers.MaintenanceAnnotation))
+			}
+		}
+		completed := func(g Gomega, host string) {
+			g.Expect(testBed.Harvester.ReportHostStatus(ctx, host)).To(Succeed())
+			h := &corev1.Node{}
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: host}, h)).To(Succeed())
+			g.Expect(h.Annotations).To(HaveKeyWithValue(harvestersim.AnnotationMaintainStatus, harvestersim.MaintainStatusCompleted))
+		}
+
+		By("cordoning host A first: the provider drains the vGPU worker and restarts it on host B")
+		cordon(hostA, true)
+		Eventually(func(g Gomega) {
+			hm := machines(g)[gpu]
+			g.Expect(hm.Status.VirtualMachine.Host).To(Equal(hostB))
+			settled(g, hm)
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+
+		By("maintenance mode on host A, not forced: Harvester accepts it, the others live-migrate")
+		Expect(testBed.Harvester.EnableMaintenance(ctx, hostA, false)).To(Succeed())
+		Eventually(func(g Gomega) {
+			completed(g, hostA)
+			for _, hm := range machines(g) {
+				g.Expect(hm.Status.VirtualMachine.Host).To(Equal(hostB), hm.Name)
+				settled(g, hm)
+			}
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+
+		By("forced maintenance on host B: Harvester halts the vGPU worker at once; the provider starts it on host A")
+		Expect(testBed.Harvester.DisableMaintenance(ctx, hostA)).To(Succeed())
+		Expect(testBed.Harvester.EnableMaintenance(ctx, hostB, true)).To(Succeed())
+		Eventually(func(g Gomega) {
+			completed(g, hostB)
+			for _, hm := range machines(g) {
+				g.Expect(hm.Status.VirtualMachine.Host).To(Equal(hostA), hm.Name)
+				settled(g, hm)
+			}
+		}).WithTimeout(3 * time.Minute).Should(Succeed())
+		events := &corev1.EventList{}
+		Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
+		Expect(events.Items).To(ContainElement(And(HaveField("Reason", infrav1.HaltedByHarvesterReason), HaveField("InvolvedObject.Name", gpu))))
+
+		By("every machine is the one it was: same VM and providerID, none replaced")
+		after := machines(Default)
+		Expect(after).To(HaveLen(len(before)))
+		for name, hm := range before {
+			Expect(after).To(HaveKey(name))
+			Expect(after[name].Spec.ProviderID).To(Equal(hm.Spec.ProviderID))
+			Expect(after[name].Status.VirtualMachine.UID).To(Equal(hm.Status.VirtualMachine.UID))
+		}
+
+		deleteCluster(tc)
+		leakFree(tc.Target)
+	})
 })
