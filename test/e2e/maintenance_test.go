@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -328,4 +331,135 @@ var _ = Describe("Harvester host maintenance", func() {
 		deleteCluster(tc)
 		leakFree(tc.Target)
 	})
+
+	It("keeps a 3+2 cluster's API reachable through a Harvester upgrade of every host in turn, and replaces nothing", func() {
+		tc := newTestCluster("upgrade", "upgrade")
+		for i := range 3 {
+			tc.controlPlaneMachine(fmt.Sprintf("upgrade-cp-%d", i))
+		}
+		tc.machineDeployment("workers", "workers", 2, machineSpec())
+		machines := func(g Gomega) map[string]infrav1.HarvesterMachine {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+			out := map[string]infrav1.HarvesterMachine{}
+			for _, hm := range hms.Items {
+				out[hm.Name] = hm
+			}
+			return out
+		}
+		lbName := ""
+		var before map[string]infrav1.HarvesterMachine
+		Eventually(func(g Gomega) {
+			before = machines(g)
+			g.Expect(before).To(HaveLen(5))
+			for _, hm := range before {
+				g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+			}
+			lbName = tc.guest().LoadBalancerName()
+			g.Expect(reachableBackends(g, tc, lbName)).To(Equal(3))
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+
+		By("upgrading the three hosts one after the other while probing the control plane's load balancer")
+		probe := startProbe(tc, lbName)
+		for _, host := range []string{"harvester-1", "harvester-2", "harvester-3"} {
+			upgradeCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			Expect(testBed.Harvester.UpgradeHost(upgradeCtx, host)).To(Succeed(), "host %s", host)
+			cancel()
+		}
+		minReachable, minRunning, samples := probe()
+		GinkgoWriter.Printf("upgrade: %d probes; fewest reachable load-balancer backends %d, fewest running control-plane VMs %d\n", samples, minReachable, minRunning)
+		Expect(samples).To(BeNumerically(">", 10))
+		Expect(minReachable).To(BeNumerically(">=", 1), "the guest's API was unreachable during the upgrade")
+		Expect(minRunning).To(Equal(3), "every control-plane VM live-migrated: none stopped")
+		// Every host was emptied in turn: each VM moved at least once, by a live migration.
+		vmis := &kubevirtv1.VirtualMachineInstanceList{}
+		Expect(harvesterClient().List(ctx, vmis, client.InNamespace(tc.Target))).To(Succeed())
+		Expect(vmis.Items).To(HaveLen(5))
+		for _, vmi := range vmis.Items {
+			Expect(vmi.Status.MigrationState).NotTo(BeNil(), "VMI %s never migrated", vmi.Name)
+			Expect(vmi.Status.MigrationState.Completed).To(BeTrue(), "VMI %s", vmi.Name)
+		}
+
+		By("every machine is the one it was, provisioned, with its VM and providerID")
+		Eventually(func(g Gomega) {
+			after := machines(g)
+			g.Expect(after).To(HaveLen(len(before)))
+			for name, hm := range before {
+				g.Expect(after).To(HaveKey(name))
+				g.Expect(after[name].Spec.ProviderID).To(Equal(hm.Spec.ProviderID))
+				g.Expect(after[name].Status.VirtualMachine.UID).To(Equal(hm.Status.VirtualMachine.UID))
+				g.Expect(after[name].Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+				g.Expect(conditions.GetReason(ptr.To(after[name]), infrav1.HostMaintenanceCondition)).To(Equal(infrav1.NoHostMaintenanceReason))
+			}
+		}).Should(Succeed())
+
+		deleteCluster(tc)
+		leakFree(tc.Target)
+	})
 })
+
+// reachableBackends counts the endpoints of the guest's control-plane load balancer that are
+// ready (Harvester's prober found them healthy) and whose VM runs: the addresses the guest's API
+// is reachable at.
+func reachableBackends(g Gomega, tc *testCluster, lbName string) int {
+	slice := &discoveryv1.EndpointSlice{}
+	g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: lbName}, slice)).To(Succeed())
+	vmis := &kubevirtv1.VirtualMachineInstanceList{}
+	g.Expect(harvesterClient().List(ctx, vmis, client.InNamespace(tc.Target))).To(Succeed())
+	running := map[string]bool{}
+	for _, vmi := range vmis.Items {
+		if vmi.Status.Phase == kubevirtv1.Running {
+			for _, iface := range vmi.Status.Interfaces {
+				running[iface.IP] = true
+			}
+		}
+	}
+	n := 0
+	for _, e := range slice.Endpoints {
+		if ptr.Deref(e.Conditions.Ready, false) && len(e.Addresses) > 0 && running[e.Addresses[0]] {
+			n++
+		}
+	}
+	return n
+}
+
+// startProbe samples the control-plane load balancer's reachable backends and the running
+// control-plane VMs every 100 ms until the returned function stops it and reports the fewest of
+// each and how many samples it took.
+func startProbe(tc *testCluster, lbName string) func() (minReachable, minRunning, samples int) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	minReachable, minRunning, samples := 1<<30, 1<<30, 0
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			g := NewGomega(func(string, ...int) {})
+			reachable := 0
+			func() {
+				defer func() { _ = recover() }()
+				reachable = reachableBackends(g, tc, lbName)
+			}()
+			vmis := &kubevirtv1.VirtualMachineInstanceList{}
+			if err := harvesterClient().List(ctx, vmis, client.InNamespace(tc.Target), client.MatchingLabels{naming.LabelRole: naming.RoleControlPlane}); err != nil {
+				continue
+			}
+			running := 0
+			for _, vmi := range vmis.Items {
+				if vmi.Status.Phase == kubevirtv1.Running {
+					running++
+				}
+			}
+			minReachable, minRunning, samples = min(minReachable, reachable), min(minRunning, running), samples+1
+		}
+	}()
+	return func() (int, int, int) {
+		close(stop)
+		<-done
+		return minReachable, minRunning, samples
+	}
+}
