@@ -154,6 +154,15 @@ var _ = Describe("Harvester host maintenance", func() {
 			gm.Expect(vmi.Status.NodeName).To(Equal(host))
 		}).WithTimeout(3 * time.Second).Should(Succeed())
 
+		By("killing the manager mid-drain: the new one goes on from what the Machine and VM record")
+		Expect(testBed.Provider.Kill()).To(Succeed())
+		Expect(testBed.Provider.Start(ctx)).To(Succeed())
+		Eventually(func(gm Gomega) {
+			hm := machines(gm)[restart.Name]
+			gm.Expect(conditions.GetReason(&hm, infrav1.HostMaintenanceCondition)).To(Equal(infrav1.DrainingNodeReason))
+			gm.Expect(ownerOf(gm, hm).Annotations).To(HaveKeyWithValue(controllers.MaintenanceAnnotation, "skip-remediation,drain,cordon"))
+		}).Should(Succeed())
+
 		By("relaxing the budget: the node drains, the VM stops and starts on another host")
 		Expect(g.Delete(ctx, pdb)).To(Succeed())
 		Eventually(func(gm Gomega) {
