@@ -188,8 +188,16 @@ func (r *HarvesterMachineReconciler) drainAndStop(ctx context.Context, s *machin
 		return false, ctrl.Result{}, err
 	}
 	if !drained {
-		setMaintenanceCondition(hm, metav1.ConditionTrue, infrav1.DrainingNodeReason, why+"; draining the guest node: "+msg)
-		return false, ctrl.Result{RequeueAfter: maintenanceRecheck}, nil
+		// The Machine's nodeDrainTimeoutSeconds bounds this drain as it bounds CAPI's own at a
+		// deletion: past it the VM stops with what is left on the node.
+		c := conditions.Get(hm, infrav1.HostMaintenanceCondition)
+		timeout := time.Duration(ptr.Deref(s.machine.Spec.Deletion.NodeDrainTimeoutSeconds, 0)) * time.Second
+		if timeout <= 0 || c == nil || c.Reason != infrav1.DrainingNodeReason || time.Since(c.LastTransitionTime.Time) < timeout {
+			setMaintenanceCondition(hm, metav1.ConditionTrue, infrav1.DrainingNodeReason, why+"; draining the guest node: "+msg)
+			return false, ctrl.Result{RequeueAfter: maintenanceRecheck}, nil
+		}
+		r.Recorder.Eventf(hm, nil, corev1.EventTypeWarning, "DrainTimeout", "HostMaintenance",
+			"The guest node's drain took longer than the Machine's nodeDrainTimeoutSeconds (%s); stopping the VM with what is left: %s", timeout, msg)
 	}
 	before := string(specRunStrategy(hm))
 	if vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy != kubevirtv1.RunStrategyHalted {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,11 +61,30 @@ func TestMachineMovesOffAHostHarvesterEmpties(t *testing.T) {
 	holding := func(m *clusterv1.Machine) {
 		m.Annotations = map[string]string{MaintenanceAnnotation: "skip-remediation,drain", clusterv1.MachineSkipRemediationAnnotation: ""}
 	}
+	draining := func(since time.Duration) func(*infrav1.HarvesterMachine) {
+		return func(hm *infrav1.HarvesterMachine) {
+			gpu(hm)
+			hm.Status.Conditions = []metav1.Condition{{Type: infrav1.HostMaintenanceCondition, Status: metav1.ConditionTrue,
+				Reason: infrav1.DrainingNodeReason, LastTransitionTime: metav1.NewTime(time.Now().Add(-since))}}
+		}
+	}
+	drainingOwner := func(timeout int32) func(*clusterv1.Machine) {
+		return func(m *clusterv1.Machine) {
+			holding(m)
+			m.Status.NodeRef = clusterv1.MachineNodeReference{Name: "node-1"}
+			m.Spec.Deletion.NodeDrainTimeoutSeconds = ptr.To(timeout)
+		}
+	}
+	evacuating := func() *fakeHarvester {
+		return &fakeHarvester{vm: vm(kubevirtv1.RunStrategyRerunOnFailure, nil), state: running("host-1", func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.EvacuationNodeName = "host-1" })}
+	}
 	for _, tc := range []struct {
 		name      string
 		harvester *fakeHarvester
-		machine   func(*infrav1.HarvesterMachine)
-		owner     func(*clusterv1.Machine)
+		// guests is the reconciler's ClusterCache (nil: no guest node to drain).
+		guests  clustercache.ClusterCache
+		machine func(*infrav1.HarvesterMachine)
+		owner   func(*clusterv1.Machine)
 		// sibling is another Machine of the same MachineDeployment, being moved off its host.
 		sibling bool
 		// wantStrategies are SetRunStrategy's calls; wantReason the HostMaintenance reason;
@@ -138,6 +159,18 @@ func TestMachineMovesOffAHostHarvesterEmpties(t *testing.T) {
 		machine:    gpu,
 		owner:      holding,
 		wantReason: infrav1.NoHostMaintenanceReason, wantVMReason: infrav1.ReadyReason, wantEvent: "guest node is Ready again",
+	}, {
+		name:      "the guest's API unreachable: the drain waits, the VM runs on",
+		harvester: evacuating(), guests: unreachableGuests{},
+		machine: draining(time.Minute), owner: drainingOwner(600),
+		wantReason: infrav1.DrainingNodeReason, wantVMReason: infrav1.ReadyReason, wantOwner: "skip-remediation,drain",
+	}, {
+		name:      "the drain past the Machine's nodeDrainTimeoutSeconds: the VM stops with what is left",
+		harvester: evacuating(), guests: unreachableGuests{},
+		machine: draining(time.Hour), owner: drainingOwner(600),
+		wantStrategies: []string{"Halted " + naming.AnnotationRunStrategyBeforeStop + "=RerunOnFailure " + naming.AnnotationStoppedForHost + "=host-1"},
+		wantReason:     infrav1.StoppedForHostReason, wantVMReason: infrav1.StoppedForHostMaintenanceReason,
+		wantOwner: "skip-remediation,drain", wantEvent: "longer than the Machine's nodeDrainTimeoutSeconds",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			hm, objs := provisionedClusterMachine()
@@ -167,7 +200,7 @@ func TestMachineMovesOffAHostHarvesterEmpties(t *testing.T) {
 			}
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(hm).Build()
 			recorder := events.NewFakeRecorder(10)
-			r := &HarvesterMachineReconciler{Client: c, Recorder: recorder, services: tc.harvester}
+			r := &HarvesterMachineReconciler{Client: c, Recorder: recorder, services: tc.harvester, ClusterCache: tc.guests}
 			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hm)}); err != nil {
 				t.Fatal(err)
 			}
@@ -207,4 +240,11 @@ func TestMachineMovesOffAHostHarvesterEmpties(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unreachableGuests is a ClusterCache whose guests are never connected.
+type unreachableGuests struct{ clustercache.ClusterCache }
+
+func (unreachableGuests) GetUncachedClient(context.Context, client.ObjectKey) (client.Client, error) {
+	return nil, clustercache.ErrClusterNotConnected
 }
