@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -209,7 +210,7 @@ var _ = Describe("Harvester host maintenance", func() {
 		leakFree(tc.Target)
 	})
 
-	It("moves a vGPU worker off a cordoned host before maintenance mode, and restarts one that forced maintenance halted", func() {
+	It("moves a vGPU worker off a cordoned host before maintenance mode, restarts one that forced maintenance halted, and moves it for an upgrade", func() {
 		const vgpu = "nvidia.com/NVIDIA_A2-4Q"
 		// Two worker hosts with a vGPU each, that only this test's machines select. Left cordoned
 		// at the end: later tests' VMs stay on the three hosts they expect.
@@ -314,9 +315,19 @@ var _ = Describe("Harvester host maintenance", func() {
 			}
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
 
-		By("forced maintenance on host B: Harvester halts the vGPU worker at once; the provider starts it on host A")
+		By("forced maintenance on host B while the manager is down: Harvester halts the vGPU worker at once; the manager, back, starts it on host A")
 		Expect(testBed.Harvester.DisableMaintenance(ctx, hostA)).To(Succeed())
+		// Down, the manager cannot drain first (which it would race Harvester's halt to do):
+		// what it finds is a VM Harvester halted.
+		Expect(testBed.Provider.Kill()).To(Succeed())
 		Expect(testBed.Harvester.EnableMaintenance(ctx, hostB, true)).To(Succeed())
+		Eventually(func(g Gomega) {
+			vm := &kubevirtv1.VirtualMachine{}
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: before[gpu].Status.VirtualMachine.Name}, vm)).To(Succeed())
+			g.Expect(vm.Spec.RunStrategy).To(Equal(ptr.To(kubevirtv1.RunStrategyHalted)), "Harvester halted it")
+			g.Expect(apierrors.IsNotFound(harvesterClient().Get(ctx, client.ObjectKeyFromObject(vm), &kubevirtv1.VirtualMachineInstance{}))).To(BeTrue())
+		}).WithTimeout(time.Minute).Should(Succeed())
+		Expect(testBed.Provider.Start(ctx)).To(Succeed())
 		Eventually(func(g Gomega) {
 			completed(g, hostB)
 			for _, hm := range machines(g) {
@@ -327,6 +338,27 @@ var _ = Describe("Harvester host maintenance", func() {
 		events := &corev1.EventList{}
 		Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
 		Expect(events.Items).To(ContainElement(And(HaveField("Reason", infrav1.HaltedByHarvesterReason), HaveField("InvolvedObject.Name", gpu))))
+
+		By("upgrading host A: Harvester's detector does not stop a vGPU-only VM, the drain taint makes the provider move it")
+		Expect(testBed.Harvester.DisableMaintenance(ctx, hostB)).To(Succeed())
+		gpuVMI := &kubevirtv1.VirtualMachineInstance{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: before[gpu].Status.VirtualMachine.Name}, gpuVMI)).To(Succeed())
+		upgradeCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		Expect(testBed.Harvester.UpgradeHost(upgradeCtx, hostA)).To(Succeed(), "host A emptied: nothing stalled the upgrade")
+		Eventually(func(g Gomega) {
+			for name, hm := range machines(g) {
+				settled(g, hm)
+				vmi := &kubevirtv1.VirtualMachineInstance{}
+				g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: hm.Status.VirtualMachine.Name}, vmi)).To(Succeed())
+				if name == gpu {
+					// Stopped and started again (the upgraded host may take it back once it is up).
+					g.Expect(vmi.UID).NotTo(Equal(gpuVMI.UID))
+					continue
+				}
+				g.Expect(hm.Status.VirtualMachine.Host).To(Equal(hostB), "%s live-migrated off the upgraded host", name)
+			}
+		}).WithTimeout(time.Minute).Should(Succeed())
 
 		By("every machine is the one it was: same VM and providerID, none replaced")
 		after := machines(Default)
