@@ -59,7 +59,7 @@ var _ = Describe("HarvesterMachine", func() {
 			Expect(tmpl.Spec.Domain.Devices.Disks[0].BootOrder).To(Equal(ptr.To[uint](1)))
 			Expect(tmpl.Spec.Networks).To(HaveLen(2))
 			Expect(tmpl.Spec.Networks[0].Multus.NetworkName).To(Equal("default/vlan10"))
-			Expect(*tmpl.Spec.EvictionStrategy).To(Equal(kubevirtv1.EvictionStrategyLiveMigrateIfPossible))
+			Expect(*tmpl.Spec.EvictionStrategy).To(Equal(kubevirtv1.EvictionStrategyLiveMigrate), "hostMaintenance.policy LiveMigrate, the default without devices")
 			Expect(tmpl.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution).To(HaveLen(1))
 
 			var claims []corev1.PersistentVolumeClaim

@@ -36,10 +36,10 @@ func evict(pod *corev1.Pod) error {
 }
 
 // A host's drain evicts virt-launcher pods, and KubeVirt's own eviction admitter and evacuation
-// controller decide what happens to the VM: one that can migrate (LiveMigrateIfPossible, the
-// provider's strategy) is marked for evacuation, its eviction refused, and live-migrated off the
-// host; one with a PCI device cannot migrate, so its eviction goes through and the VM restarts
-// (RerunOnFailure) on a host that can take it.
+// controller decide what happens to the VM (LiveMigrateIfPossible, the strategy of the VMs
+// Harvester's own UI makes): one that can migrate is marked for evacuation, its eviction refused,
+// and live-migrated off the host; one with a PCI device cannot migrate, so its eviction goes
+// through and the VM restarts (RerunOnFailure) on a host that can take it.
 func TestDrainEvictionsAreKubeVirts(t *testing.T) {
 	g := NewWithT(t)
 	RegisterTestingT(t)
