@@ -131,6 +131,9 @@ func (h *Harvester) seedKubeVirt(ctx context.Context) error {
 	// KubeVirt's admission (kubevirt.go) validates VMs against it.
 	kv.Object["spec"] = map[string]any{
 		"certificateRotateStrategy": map[string]any{},
+		// KubeVirt's workload updater live-migrates a VMI for a CPU or memory hotplug only
+		// with this method.
+		"workloadUpdateStrategy": map[string]any{"workloadUpdateMethods": []any{"LiveMigrate"}},
 		"configuration": map[string]any{
 			"vmStateStorageClass":    VMStateStorageClass,
 			"developerConfiguration": map[string]any{"featureGates": anySlice(HarvesterKubeVirtFeatureGates)},

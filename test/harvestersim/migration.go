@@ -89,6 +89,7 @@ func (r *migrationReconciler) handlers(ctx context.Context, vmim *kubevirtv1.Vir
 	if vmi.Status.EvacuationNodeName == state.SourceNode {
 		vmi.Status.EvacuationNodeName = ""
 	}
+	finalizeHotplug(vmi)
 	if err := r.Update(ctx, vmi); err != nil {
 		return client.IgnoreNotFound(err)
 	}
@@ -123,4 +124,40 @@ func (h *Harvester) Migrate(ctx context.Context, namespace, vmi string) (*kubevi
 		Spec:       kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: vmi},
 	}
 	return vmim, h.Env.Client.Create(ctx, vmim)
+}
+
+// Labels virt-controller puts on a VMI for the migration of a CPU or memory hotplug
+// (kubevirt.io/api core/v1 types.go), which the target's handler removes.
+var hotplugLabels = []string{
+	"kubevirt.io/vmi-pod-cpu-resource-limits",
+	"kubevirt.io/vmi-pod-memory-resource-requests",
+	"kubevirt.io/memory-hotplug-overhead-ratio",
+}
+
+// finalizeHotplug does what the target's virt-handler does for a CPU or memory hotplug as it
+// finalises the migration KubeVirt's workload updater made for it (kubevirt
+// pkg/virt-handler/migration-target.go, hotplugCPU and hotplugMemory): the guest gets the
+// sockets and memory of the VMI's spec, the status says so, and the hotplug conditions and
+// labels go. (The migration is Succeeded for virt-controller only once they are gone.)
+func finalizeHotplug(vmi *kubevirtv1.VirtualMachineInstance) {
+	var kept []kubevirtv1.VirtualMachineInstanceCondition
+	for _, c := range vmi.Status.Conditions {
+		switch {
+		case c.Type == kubevirtv1.VirtualMachineInstanceVCPUChange:
+			if cpu := vmi.Spec.Domain.CPU; cpu != nil {
+				vmi.Status.CurrentCPUTopology = &kubevirtv1.CPUTopology{Sockets: cpu.Sockets, Cores: cpu.Cores, Threads: cpu.Threads}
+			}
+		case c.Type == kubevirtv1.VirtualMachineInstanceMemoryChange && c.Status == corev1.ConditionTrue:
+			if m := vmi.Spec.Domain.Memory; m != nil && m.Guest != nil && vmi.Status.Memory != nil {
+				vmi.Status.Memory.GuestRequested = ptr.To(m.Guest.DeepCopy())
+				vmi.Status.Memory.GuestCurrent = ptr.To(m.Guest.DeepCopy())
+			}
+		default:
+			kept = append(kept, c)
+		}
+	}
+	vmi.Status.Conditions = kept
+	for _, l := range hotplugLabels {
+		delete(vmi.Labels, l)
+	}
 }
