@@ -41,28 +41,9 @@ var _ = Describe("Harvester host maintenance", func() {
 		tc.machineDeployment("migrate", "migrate", 1, machineSpec())
 		// Any worker whose node is NotReady for a second would be replaced, but for
 		// skip-remediation.
-		Expect(mgmt().Create(ctx, &clusterv1.MachineHealthCheck{
-			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "workers"},
-			Spec: clusterv1.MachineHealthCheckSpec{
-				ClusterName: tc.Name,
-				Selector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-					Key: "pool", Operator: metav1.LabelSelectorOpIn, Values: []string{"restart", "migrate"}}}},
-				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
-					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: ptr.To[int32](1)},
-					{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](1)},
-				}},
-			},
-		})).To(Succeed())
+		nodeHealthCheck(tc, 1, "restart", "migrate")
 
-		machines := func(g Gomega) map[string]infrav1.HarvesterMachine {
-			hms := &infrav1.HarvesterMachineList{}
-			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
-			out := map[string]infrav1.HarvesterMachine{}
-			for _, hm := range hms.Items {
-				out[hm.Name] = hm
-			}
-			return out
-		}
+		machines := func(g Gomega) map[string]infrav1.HarvesterMachine { return machinesByName(g, tc) }
 		ownerOf := func(g Gomega, hm infrav1.HarvesterMachine) *clusterv1.Machine {
 			m := &clusterv1.Machine{}
 			for _, ref := range hm.OwnerReferences {
@@ -188,11 +169,8 @@ var _ = Describe("Harvester host maintenance", func() {
 
 		By("every machine is the one it was: same VM and providerID, off the host, none replaced")
 		after := machines(Default)
-		Expect(after).To(HaveLen(len(before)))
-		for name, hm := range before {
-			Expect(after).To(HaveKey(name))
-			Expect(after[name].Spec.ProviderID).To(Equal(hm.Spec.ProviderID))
-			Expect(after[name].Status.VirtualMachine.UID).To(Equal(hm.Status.VirtualMachine.UID))
+		sameMachines(Default, before, after)
+		for name := range before {
 			Expect(after[name].Status.VirtualMachine.Host).NotTo(Equal(host))
 		}
 		vmis := &kubevirtv1.VirtualMachineInstanceList{}
@@ -245,27 +223,11 @@ var _ = Describe("Harvester host maintenance", func() {
 		migrateSpec := machineSpec()
 		migrateSpec.Affinity = onGPUHosts
 		tc.machineDeployment("migrate", "migrate", 1, migrateSpec)
-		Expect(mgmt().Create(ctx, &clusterv1.MachineHealthCheck{
-			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "workers"},
-			Spec: clusterv1.MachineHealthCheckSpec{
-				ClusterName: tc.Name,
-				Selector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-					Key: "pool", Operator: metav1.LabelSelectorOpIn, Values: []string{"gpu", "migrate"}}}},
-				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
-					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: ptr.To[int32](15)},
-				}},
-			},
-		})).To(Succeed())
+		// Longer than the 1 s of the first scenario: Harvester halts this VM before the provider
+		// can hold remediation, and a MachineHealthCheck is not meant to beat it.
+		nodeHealthCheck(tc, 15, "gpu", "migrate")
 
-		machines := func(g Gomega) map[string]infrav1.HarvesterMachine {
-			hms := &infrav1.HarvesterMachineList{}
-			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
-			out := map[string]infrav1.HarvesterMachine{}
-			for _, hm := range hms.Items {
-				out[hm.Name] = hm
-			}
-			return out
-		}
+		machines := func(g Gomega) map[string]infrav1.HarvesterMachine { return machinesByName(g, tc) }
 		var before map[string]infrav1.HarvesterMachine
 		var gpu string
 		Eventually(func(g Gomega) {
@@ -361,13 +323,7 @@ var _ = Describe("Harvester host maintenance", func() {
 		}).WithTimeout(time.Minute).Should(Succeed())
 
 		By("every machine is the one it was: same VM and providerID, none replaced")
-		after := machines(Default)
-		Expect(after).To(HaveLen(len(before)))
-		for name, hm := range before {
-			Expect(after).To(HaveKey(name))
-			Expect(after[name].Spec.ProviderID).To(Equal(hm.Spec.ProviderID))
-			Expect(after[name].Status.VirtualMachine.UID).To(Equal(hm.Status.VirtualMachine.UID))
-		}
+		sameMachines(Default, before, machines(Default))
 
 		deleteCluster(tc)
 		leakFree(tc.Target)
@@ -379,15 +335,7 @@ var _ = Describe("Harvester host maintenance", func() {
 			tc.controlPlaneMachine(fmt.Sprintf("upgrade-cp-%d", i))
 		}
 		tc.machineDeployment("workers", "workers", 2, machineSpec())
-		machines := func(g Gomega) map[string]infrav1.HarvesterMachine {
-			hms := &infrav1.HarvesterMachineList{}
-			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
-			out := map[string]infrav1.HarvesterMachine{}
-			for _, hm := range hms.Items {
-				out[hm.Name] = hm
-			}
-			return out
-		}
+		machines := func(g Gomega) map[string]infrav1.HarvesterMachine { return machinesByName(g, tc) }
 		lbName := ""
 		var before map[string]infrav1.HarvesterMachine
 		Eventually(func(g Gomega) {
@@ -424,11 +372,8 @@ var _ = Describe("Harvester host maintenance", func() {
 		By("every machine is the one it was, provisioned, with its VM and providerID")
 		Eventually(func(g Gomega) {
 			after := machines(g)
-			g.Expect(after).To(HaveLen(len(before)))
-			for name, hm := range before {
-				g.Expect(after).To(HaveKey(name))
-				g.Expect(after[name].Spec.ProviderID).To(Equal(hm.Spec.ProviderID))
-				g.Expect(after[name].Status.VirtualMachine.UID).To(Equal(hm.Status.VirtualMachine.UID))
+			sameMachines(g, before, after)
+			for name := range before {
 				g.Expect(after[name].Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
 				g.Expect(conditions.GetReason(ptr.To(after[name]), infrav1.HostMaintenanceCondition)).To(Equal(infrav1.NoHostMaintenanceReason))
 			}
@@ -502,5 +447,44 @@ func startProbe(tc *testCluster, lbName string) func() (minReachable, minRunning
 		close(stop)
 		<-done
 		return minReachable, minRunning, samples
+	}
+}
+
+// machinesByName are the HarvesterMachines of the test cluster's namespace by name.
+func machinesByName(g Gomega, tc *testCluster) map[string]infrav1.HarvesterMachine {
+	hms := &infrav1.HarvesterMachineList{}
+	g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
+	out := map[string]infrav1.HarvesterMachine{}
+	for _, hm := range hms.Items {
+		out[hm.Name] = hm
+	}
+	return out
+}
+
+// nodeHealthCheck makes a MachineHealthCheck over the machines of the given pools that replaces
+// one whose Node is not Ready (Unknown or False) for timeout seconds.
+func nodeHealthCheck(tc *testCluster, timeout int32, pools ...string) {
+	Expect(mgmt().Create(ctx, &clusterv1.MachineHealthCheck{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "workers"},
+		Spec: clusterv1.MachineHealthCheckSpec{
+			ClusterName: tc.Name,
+			Selector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: "pool", Operator: metav1.LabelSelectorOpIn, Values: pools}}},
+			Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
+				{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: ptr.To(timeout)},
+				{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To(timeout)},
+			}},
+		},
+	})).To(Succeed())
+}
+
+// sameMachines checks that after holds the machines of before and no other, each with its VM
+// and providerID: none was replaced, no VM made again.
+func sameMachines(g Gomega, before, after map[string]infrav1.HarvesterMachine) {
+	g.Expect(after).To(HaveLen(len(before)))
+	for name, hm := range before {
+		g.Expect(after).To(HaveKey(name))
+		g.Expect(after[name].Spec.ProviderID).To(Equal(hm.Spec.ProviderID))
+		g.Expect(after[name].Status.VirtualMachine.UID).To(Equal(hm.Status.VirtualMachine.UID))
 	}
 }
