@@ -123,6 +123,24 @@ type HarvesterMachineSpec struct {
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('128Mi')) >= 0",message="must be at least 128Mi"
 	Memory resource.Quantity `json:"memory"`
 
+	// maxCPU is the most virtual CPUs the VM can have while it runs, from cpu up (KubeVirt's CPU
+	// hotplug, its maxSockets): set, the VM's CPUs are sockets of one core each, as KubeVirt adds
+	// CPUs by socket, and Harvester is told the VM is hot-pluggable. Set at creation; what grows
+	// a running machine's CPUs up to it is docs/decisions/0008-in-place-updates.md's to build.
+	// Not with hostDevices or gpus (KubeVirt hot-plugs through a live migration).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=512
+	MaxCPU int32 `json:"maxCPU,omitempty"`
+
+	// maxMemory is the most memory the VM can have while it runs, from memory up (KubeVirt's
+	// memory hotplug: its maxGuest is maxMemory less reservedMemory). The guest memory
+	// (memory less reservedMemory) must then be at least 1Gi, and it and the maximum multiples
+	// of 2Mi, as KubeVirt hot-plugs memory only then. Set at creation, as maxCPU. Not with
+	// hostDevices or gpus.
+	// +optional
+	MaxMemory *resource.Quantity `json:"maxMemory,omitempty"`
+
 	// reservedMemory is memory Harvester keeps back from the guest for the VM's own overhead
 	// (the `harvesterhci.io/reservedMemory` annotation). Must be less than memory.
 	// +optional

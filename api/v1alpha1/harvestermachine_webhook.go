@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -134,6 +135,7 @@ func (s *HarvesterMachineSpec) validate(path *field.Path) field.ErrorList {
 		}
 	}
 
+	errs = append(errs, s.validateHotplugMaximums(path)...)
 	errs = append(errs, validateDisks(path.Child("disks"), s.Disks)...)
 	errs = append(errs, validateNetworks(path.Child("networks"), s.Networks)...)
 	errs = append(errs, validateHostDevices(path, s.HostDevices, s.GPUs)...)
@@ -473,6 +475,46 @@ func validateAffinity(path *field.Path, a *corev1.Affinity) field.ErrorList {
 	}
 	if pa := a.PodAntiAffinity; pa != nil {
 		terms(path.Child("podAntiAffinity"), pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
+	}
+	return errs
+}
+
+// validateHotplugMaximums checks maxCPU and maxMemory: not below cpu and memory, guest memory
+// KubeVirt can hot-plug into (at least 1Gi, whole 2Mi blocks), and no devices (KubeVirt changes a
+// running VM's CPUs and memory through a live migration, which a VM with devices cannot make).
+func (s *HarvesterMachineSpec) validateHotplugMaximums(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.MaxCPU != 0 && s.MaxCPU < s.CPU {
+		errs = append(errs, field.Invalid(path.Child("maxCPU"), s.MaxCPU, fmt.Sprintf("must be at least cpu (%d)", s.CPU)))
+	}
+	if s.MaxCPU > MaxCPU {
+		errs = append(errs, field.Invalid(path.Child("maxCPU"), s.MaxCPU, fmt.Sprintf("must be at most %d", MaxCPU)))
+	}
+	if m := s.MaxMemory; m != nil {
+		const block = 2 << 20
+		guest := s.Memory.DeepCopy()
+		maxGuest := m.DeepCopy()
+		if r := s.ReservedMemory; r != nil {
+			guest.Sub(*r)
+			maxGuest.Sub(*r)
+		}
+		switch {
+		case m.Cmp(s.Memory) < 0:
+			errs = append(errs, field.Invalid(path.Child("maxMemory"), m.String(), "must be at least memory ("+s.Memory.String()+")"))
+		case guest.Cmp(resource.MustParse("1Gi")) < 0:
+			errs = append(errs, field.Invalid(path.Child("maxMemory"), m.String(),
+				"needs a guest memory (memory less reservedMemory) of at least 1Gi: KubeVirt hot-plugs memory only into such guests"))
+		case guest.Value()%block != 0 || maxGuest.Value()%block != 0:
+			errs = append(errs, field.Invalid(path.Child("maxMemory"), m.String(),
+				"needs the guest memory and its maximum (memory and maxMemory less reservedMemory) in whole 2Mi: KubeVirt hot-plugs memory in such blocks"))
+		}
+	}
+	if (s.MaxCPU != 0 || s.MaxMemory != nil) && (len(s.HostDevices) > 0 || len(s.GPUs) > 0) {
+		p := path.Child("maxCPU")
+		if s.MaxCPU == 0 {
+			p = path.Child("maxMemory")
+		}
+		errs = append(errs, field.Forbidden(p, "not with hostDevices or gpus: KubeVirt changes a running VM's CPUs and memory through a live migration, which a VM with devices cannot make"))
 	}
 	return errs
 }

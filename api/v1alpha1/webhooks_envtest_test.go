@@ -422,6 +422,20 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			s.GPUs = []infrav1.HostDevice{{DeviceName: "nvidia.com/NVIDIA_A2-4Q"}}
 			s.HostMaintenance.Policy = infrav1.HostMaintenanceLiveMigrate
 		}), field: "spec.hostMaintenance.policy", msg: "cannot live-migrate"},
+		{name: "maxCPU below cpu", obj: machine("m-maxcpu", func(s *infrav1.HarvesterMachineSpec) { s.MaxCPU = 1 }),
+			field: "spec.maxCPU", msg: "must be at least cpu (2)"},
+		{name: "maxMemory below memory", obj: machine("m-maxmem", func(s *infrav1.HarvesterMachineSpec) { s.MaxMemory = ptr.To(resource.MustParse("2Gi")) }),
+			field: "spec.maxMemory", msg: "must be at least memory (4Gi)"},
+		{name: "maxMemory with less than 1Gi of guest memory", obj: machine("m-maxmem-small", func(s *infrav1.HarvesterMachineSpec) {
+			s.Memory, s.MaxMemory = resource.MustParse("1Gi"), ptr.To(resource.MustParse("4Gi"))
+			s.ReservedMemory = ptr.To(resource.MustParse("100Mi"))
+		}), field: "spec.maxMemory", msg: "at least 1Gi"},
+		{name: "maxMemory not in whole 2Mi", obj: machine("m-maxmem-odd", func(s *infrav1.HarvesterMachineSpec) { s.MaxMemory = ptr.To(resource.MustParse("4097Mi")) }),
+			field: "spec.maxMemory", msg: "whole 2Mi"},
+		{name: "maxCPU with a vGPU", obj: machine("m-maxcpu-gpu", func(s *infrav1.HarvesterMachineSpec) {
+			s.MaxCPU = 4
+			s.GPUs = []infrav1.HostDevice{{DeviceName: "nvidia.com/NVIDIA_A2-4Q"}}
+		}), field: "spec.maxCPU", msg: "not with hostDevices or gpus"},
 		{name: "unknown host maintenance policy", obj: machine("m-maint", func(s *infrav1.HarvesterMachineSpec) { s.HostMaintenance.Policy = "Shutdown" }),
 			field: "spec.hostMaintenance.policy", msg: `supported values: "LiveMigrate", "DrainAndRestart"`},
 		{name: "machine template live migration with a host device", obj: machineTemplate("mt-dev-migrate", func(s *infrav1.HarvesterMachineSpec) {

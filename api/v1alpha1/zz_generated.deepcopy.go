@@ -579,6 +579,11 @@ func (in *HarvesterMachineList) DeepCopyObject() runtime.Object {
 func (in *HarvesterMachineSpec) DeepCopyInto(out *HarvesterMachineSpec) {
 	*out = *in
 	out.Memory = in.Memory.DeepCopy()
+	if in.MaxMemory != nil {
+		in, out := &in.MaxMemory, &out.MaxMemory
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.ReservedMemory != nil {
 		in, out := &in.ReservedMemory, &out.ReservedMemory
 		x := (*in).DeepCopy()

@@ -132,6 +132,30 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 	if spec.ReservedMemory != nil {
 		annotations[naming.AnnotationReservedMemory] = spec.ReservedMemory.String()
 	}
+	memory := &kubevirtv1.Memory{Guest: &guest}
+	if spec.MaxMemory != nil {
+		maxGuest := spec.MaxMemory.DeepCopy()
+		if spec.ReservedMemory != nil {
+			maxGuest.Sub(*spec.ReservedMemory)
+		}
+		memory.MaxGuest = &maxGuest
+	}
+	if spec.MaxCPU != 0 || spec.MaxMemory != nil {
+		// Else Harvester's VM mutator pins maxSockets to 1 and recomputes the guest memory.
+		annotations[naming.AnnotationEnableCPUAndMemoryHotplug] = "true"
+	}
+	limits := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.CPU), resource.DecimalSI),
+		corev1.ResourceMemory: spec.Memory,
+	}
+	if spec.MaxMemory != nil {
+		// No memory limit on a VM whose memory grows: Harvester's mutator makes the request
+		// the limit over its overcommit ratio, below the guest memory, and KubeVirt's memory
+		// hotplug then raises the request to the new guest memory but the limit by what is left
+		// of the growth (nothing): the migration's target pod would ask for more than its limit
+		// and never be made. Without a limit the request is the guest memory.
+		delete(limits, corev1.ResourceMemory)
+	}
 
 	interfaces := make([]kubevirtv1.Interface, 0, len(spec.Networks))
 	networks := make([]kubevirtv1.Network, 0, len(spec.Networks))
@@ -181,7 +205,12 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 	names, _ := json.Marshal(diskNames)
 	templateAnnotations[naming.AnnotationDiskNames] = string(names)
 
-	cores := uint32(spec.CPU) //nolint:gosec // validated >= 1 by the webhook
+	cpu := &kubevirtv1.CPU{Cores: uint32(spec.CPU), Sockets: 1, Threads: 1, Model: spec.CPUModel, //nolint:gosec // validated >= 1 by the webhook
+		DedicatedCPUPlacement: spec.DedicatedCPUPlacement, IsolateEmulatorThread: spec.IsolateEmulatorThread}
+	if spec.MaxCPU != 0 {
+		// KubeVirt adds CPUs by socket: one core per socket, up to maxSockets.
+		cpu.Cores, cpu.Sockets, cpu.MaxSockets = 1, uint32(spec.CPU), uint32(spec.MaxCPU) //nolint:gosec // validated 1..512
+	}
 	vm := &kubevirtv1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   in.Namespace,
@@ -196,15 +225,11 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 				Spec: kubevirtv1.VirtualMachineInstanceSpec{
 					Hostname: naming.VMName(m.Name),
 					Domain: kubevirtv1.DomainSpec{
-						CPU: &kubevirtv1.CPU{Cores: cores, Sockets: 1, Threads: 1, Model: spec.CPUModel,
-							DedicatedCPUPlacement: spec.DedicatedCPUPlacement, IsolateEmulatorThread: spec.IsolateEmulatorThread},
-						Memory: &kubevirtv1.Memory{Guest: &guest},
-						Resources: kubevirtv1.ResourceRequirements{Limits: corev1.ResourceList{
-							corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.CPU), resource.DecimalSI),
-							corev1.ResourceMemory: spec.Memory,
-						}},
-						Firmware: firmware(spec.Firmware),
-						Features: features(spec.Firmware),
+						CPU:       cpu,
+						Memory:    memory,
+						Resources: kubevirtv1.ResourceRequirements{Limits: limits},
+						Firmware:  firmware(spec.Firmware),
+						Features:  features(spec.Firmware),
 						Devices: kubevirtv1.Devices{
 							Disks:      disks,
 							Interfaces: interfaces,

@@ -253,3 +253,34 @@ func TestLongMachineNamesReachTheVM(t *testing.T) {
 	g.Expect(name).To(Equal("cp-abcde"))
 
 }
+
+// A machine with CPU and memory maximums gets a VM KubeVirt can hot-plug: one core per socket
+// up to maxSockets, maxGuest as maxMemory less the reserved memory, and Harvester's hotplug
+// annotation (without which Harvester's mutator pins maxSockets to 1). Without them the VM is as
+// before: one socket of cpu cores, no maximum, no annotation.
+func TestBuildVMWithHotplugMaximums(t *testing.T) {
+	g := NewWithT(t)
+	in := testInput()
+	in.Machine.Spec.CPU, in.Machine.Spec.MaxCPU = 4, 8
+	in.Machine.Spec.Memory, in.Machine.Spec.ReservedMemory = resource.MustParse("8Gi"), ptr.To(resource.MustParse("256Mi"))
+	in.Machine.Spec.MaxMemory = ptr.To(resource.MustParse("16Gi"))
+	vm, err := BuildVM(in)
+	g.Expect(err).NotTo(HaveOccurred())
+	domain := vm.Spec.Template.Spec.Domain
+	g.Expect(domain.CPU.Sockets).To(Equal(uint32(4)))
+	g.Expect(domain.CPU.Cores).To(Equal(uint32(1)))
+	g.Expect(domain.CPU.MaxSockets).To(Equal(uint32(8)))
+	g.Expect(domain.Memory.Guest.String()).To(Equal("7936Mi"))
+	g.Expect(domain.Memory.MaxGuest.String()).To(Equal("16128Mi"))
+	g.Expect(vm.Annotations).To(HaveKeyWithValue(naming.AnnotationEnableCPUAndMemoryHotplug, "true"))
+	g.Expect(domain.Resources.Limits).NotTo(HaveKey(corev1.ResourceMemory), "a memory limit would stop KubeVirt's memory hotplug")
+
+	vm, err = BuildVM(testInput())
+	g.Expect(err).NotTo(HaveOccurred())
+	domain = vm.Spec.Template.Spec.Domain
+	g.Expect(domain.CPU.Sockets).To(Equal(uint32(1)))
+	g.Expect(domain.CPU.MaxSockets).To(BeZero())
+	g.Expect(domain.Memory.MaxGuest).To(BeNil())
+	g.Expect(vm.Annotations).NotTo(HaveKey(naming.AnnotationEnableCPUAndMemoryHotplug))
+	g.Expect(domain.Resources.Limits.Memory().String()).To(Equal("8Gi"))
+}

@@ -47,7 +47,11 @@ const (
 	// migrate (Migrate, or a Shutdown* strategy that stops it without draining the guest); the
 	// provider writes Migrate.
 	LabelMaintainModeStrategy = "harvesterhci.io/maintain-mode-strategy"
-	MaintainModeMigrate       = "Migrate"
+
+	// AnnotationEnableCPUAndMemoryHotplug tells Harvester's VM mutator that the VM's CPUs and
+	// memory may change while it runs: it then keeps the VM's maxSockets and guest memory.
+	AnnotationEnableCPUAndMemoryHotplug = "harvesterhci.io/enableCPUAndMemoryHotplug"
+	MaintainModeMigrate                 = "Migrate"
 
 	// AnnotationStoppedForHost marks a VM the provider stopped for its host's maintenance (the
 	// value names the host); AnnotationRunStrategyBeforeStop keeps the run strategy to restore.
