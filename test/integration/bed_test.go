@@ -5,7 +5,10 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 )
@@ -23,4 +26,20 @@ func startBed(ctx context.Context, t *testing.T) *bed.Bed {
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { NewWithT(t).Expect(testBed.Stop(ctx)).To(Succeed()) })
 	return testBed
+}
+
+// createMachinePool creates a HarvesterMachineTemplate of spec and a bare MachineDeployment of one
+// machine from it in namespace ns, and returns a reader of that one HarvesterMachine.
+func createMachinePool(ctx context.Context, g Gomega, c client.Client, ns, name string, spec infrav1.HarvesterMachineSpec) func(Gomega) *infrav1.HarvesterMachine {
+	g.Expect(c.Create(ctx, &infrav1.HarvesterMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec}},
+	})).To(Succeed())
+	g.Expect(c.Create(ctx, bed.BareMachineDeployment(ns, name, 1))).To(Succeed())
+	return func(g Gomega) *infrav1.HarvesterMachine {
+		hms := &infrav1.HarvesterMachineList{}
+		g.Expect(c.List(ctx, hms, client.InNamespace(ns))).To(Succeed())
+		g.Expect(hms.Items).To(HaveLen(1))
+		return &hms.Items[0]
+	}
 }

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
 
@@ -40,18 +39,7 @@ func TestMachineWithADeviceNoHostHasIsUnschedulable(t *testing.T) {
 		Networks: []infrav1.Network{{NetworkName: "default/vlan20"}, {Name: "mgmt", NetworkName: "default/vlan10", Management: true}},
 		GPUs:     []infrav1.HostDevice{{DeviceName: vgpu}},
 	}
-	g.Expect(c.Create(ctx, &infrav1.HarvesterMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec}},
-	})).To(Succeed())
-	g.Expect(c.Create(ctx, bed.BareMachineDeployment(ns, name, 1))).To(Succeed())
-
-	machine := func(g Gomega) *infrav1.HarvesterMachine {
-		hms := &infrav1.HarvesterMachineList{}
-		g.Expect(c.List(ctx, hms, client.InNamespace(ns))).To(Succeed())
-		g.Expect(hms.Items).To(HaveLen(1))
-		return &hms.Items[0]
-	}
+	machine := createMachinePool(ctx, g, c, ns, name, spec)
 	g.Eventually(func(g Gomega) {
 		cond := conditions.Get(machine(g), infrav1.VirtualMachineReadyCondition)
 		g.Expect(cond).NotTo(BeNil())

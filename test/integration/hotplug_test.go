@@ -7,13 +7,11 @@ import (
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 )
 
 // A machine with CPU and memory maximums gets a VM that Harvester's mutator leaves
@@ -36,18 +34,7 @@ func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 		Disks:    []infrav1.Disk{{Image: "default/ubuntu-24.04", Size: resource.MustParse("40Gi")}},
 		Networks: []infrav1.Network{{NetworkName: "default/vlan10"}},
 	}
-	g.Expect(c.Create(ctx, &infrav1.HarvesterMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec}},
-	})).To(Succeed())
-	g.Expect(c.Create(ctx, bed.BareMachineDeployment(ns, name, 1))).To(Succeed())
-
-	machine := func(g Gomega) *infrav1.HarvesterMachine {
-		hms := &infrav1.HarvesterMachineList{}
-		g.Expect(c.List(ctx, hms, client.InNamespace(ns))).To(Succeed())
-		g.Expect(hms.Items).To(HaveLen(1))
-		return &hms.Items[0]
-	}
+	machine := createMachinePool(ctx, g, c, ns, name, spec)
 	h := testBed.Harvester.Client()
 	var before *kubevirtv1.VirtualMachineInstance
 	g.Eventually(func(g Gomega) {

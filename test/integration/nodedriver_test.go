@@ -44,18 +44,7 @@ func TestMachineWithNodeDriverOptions(t *testing.T) {
 		Firmware: infrav1.Firmware{BootMode: infrav1.BootModeEFI, TPM: true, PersistentTPM: true, PersistentEFIVars: true},
 		UserData: "#cloud-config\npackages: [open-iscsi]\nruncmd: [systemctl enable --now iscsid]\n",
 	}
-	g.Expect(c.Create(ctx, &infrav1.HarvesterMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec}},
-	})).To(Succeed())
-	g.Expect(c.Create(ctx, bed.BareMachineDeployment(ns, name, 1))).To(Succeed())
-
-	machine := func(g Gomega) *infrav1.HarvesterMachine {
-		hms := &infrav1.HarvesterMachineList{}
-		g.Expect(c.List(ctx, hms, client.InNamespace(ns))).To(Succeed())
-		g.Expect(hms.Items).To(HaveLen(1))
-		return &hms.Items[0]
-	}
+	machine := createMachinePool(ctx, g, c, ns, name, spec)
 	g.Eventually(func(g Gomega) {
 		cond := conditions.Get(machine(g), infrav1.VirtualMachineReadyCondition)
 		g.Expect(cond).NotTo(BeNil())
