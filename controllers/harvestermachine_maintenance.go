@@ -153,9 +153,14 @@ func (r *HarvesterMachineReconciler) reconcileHostMaintenance(ctx context.Contex
 	}
 	// Nothing moves: what the provider set for a move is undone once the guest node is back.
 	if _, ok := s.machine.Annotations[MaintenanceAnnotation]; ok {
-		back, err := r.finishMaintenance(ctx, s, vmi)
-		if err != nil || !back {
-			return false, ctrl.Result{RequeueAfter: maintenanceRecheck}, err
+		back, poll, err := r.finishMaintenance(ctx, s, vmi)
+		switch {
+		case err != nil:
+			return false, ctrl.Result{}, err
+		case poll:
+			return false, ctrl.Result{RequeueAfter: maintenanceRecheck}, nil
+		case !back:
+			return false, ctrl.Result{}, nil // the VMI's events bring the machine back
 		}
 	}
 	setMaintenanceCondition(hm, metav1.ConditionFalse, infrav1.NoHostMaintenanceReason, "")
@@ -347,36 +352,37 @@ func (r *HarvesterMachineReconciler) recordMaintenanceStep(ctx context.Context, 
 
 // finishMaintenance undoes what the provider set for a move once the VM runs and the guest node
 // is Ready: it uncordons the node (if it cordoned it) and removes skip-remediation (if it set
-// it). back is false while it waits.
-func (r *HarvesterMachineReconciler) finishMaintenance(ctx context.Context, s *machineScope, vmi *kubevirtv1.VirtualMachineInstance) (back bool, err error) {
+// it). back is false while it waits; poll is true when it waits on the guest, whose Node is not
+// watched (a VMI that is not running yet is: its events bring the machine back).
+func (r *HarvesterMachineReconciler) finishMaintenance(ctx context.Context, s *machineScope, vmi *kubevirtv1.VirtualMachineInstance) (back, poll bool, err error) {
 	m := s.machine
 	steps := strings.Split(m.Annotations[MaintenanceAnnotation], ",")
 	if vmi == nil || vmi.Status.Phase != kubevirtv1.Running {
 		setMaintenanceCondition(s.hm, metav1.ConditionTrue, infrav1.RestartingReason, "waiting for the VM to run again")
-		return false, nil
+		return false, false, nil
 	}
 	if nodeName := m.Status.NodeRef.Name; nodeName != "" && r.ClusterCache != nil {
 		guest, err := r.ClusterCache.GetUncachedClient(ctx, client.ObjectKeyFromObject(s.cluster))
 		if errors.Is(err, clustercache.ErrClusterNotConnected) {
 			setMaintenanceCondition(s.hm, metav1.ConditionTrue, infrav1.RestartingReason, "the VM runs; waiting for the guest cluster's API")
-			return false, nil
+			return false, true, nil
 		}
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		node := &corev1.Node{}
 		if err := guest.Get(ctx, client.ObjectKey{Name: nodeName}, node); client.IgnoreNotFound(err) != nil {
-			return false, err
+			return false, false, err
 		} else if err == nil {
 			if !nodeIsReady(node) {
 				setMaintenanceCondition(s.hm, metav1.ConditionTrue, infrav1.RestartingReason, fmt.Sprintf("the VM runs on host %s; waiting for guest node %s to be Ready", vmi.Status.NodeName, nodeName))
-				return false, nil
+				return false, true, nil
 			}
 			if slices.Contains(steps, "cordon") && node.Spec.Unschedulable {
 				base := node.DeepCopy()
 				node.Spec.Unschedulable = false
 				if err := guest.Patch(ctx, node, client.MergeFrom(base)); err != nil {
-					return false, fmt.Errorf("uncordoning guest node %s: %w", nodeName, err)
+					return false, false, fmt.Errorf("uncordoning guest node %s: %w", nodeName, err)
 				}
 			}
 		}
@@ -387,11 +393,11 @@ func (r *HarvesterMachineReconciler) finishMaintenance(ctx context.Context, s *m
 		delete(m.Annotations, clusterv1.MachineSkipRemediationAnnotation)
 	}
 	if err := r.Client.Patch(ctx, m, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return false, err
+		return false, false, err
 	}
 	r.Recorder.Eventf(s.hm, nil, corev1.EventTypeNormal, "HostMaintenanceDone", "HostMaintenance",
 		"The VM runs on host %s and the guest node is Ready again", vmi.Status.NodeName)
-	return true, nil
+	return true, false, nil
 }
 
 func nodeIsReady(node *corev1.Node) bool {
