@@ -48,6 +48,7 @@ type options struct {
 	ccmImage           string
 	identityExpiry     time.Duration
 	referenceRecheck   time.Duration
+	hostDrainTimeout   time.Duration
 	kubeconfigPolicy   transport.KubeconfigPolicy
 	managerOptions     flags.ManagerOptions
 	logOptions         *logsv1.LoggingConfiguration
@@ -78,6 +79,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"How long before an identity's token or client certificate expires (when it says so) the HarvesterCluster warns: condition IdentityExpiringSoon and a warning event.")
 	fs.DurationVar(&o.referenceRecheck, "reference-recheck-interval", controllers.DefaultReferenceRecheck,
 		"How often a machine whose image, key pair or network on Harvester is missing or not ready (or whose VM name another's VM holds) looks again; those are not watched.")
+	fs.DurationVar(&o.hostDrainTimeout, "host-maintenance-drain-timeout", controllers.DefaultHostDrainTimeout,
+		"Longest a guest node's drain may hold its VM on a host Harvester empties (hostMaintenance.policy DrainAndRestart), whatever the Machine's nodeDrainTimeoutSeconds: a guest's PodDisruptionBudgets must not keep a Harvester host from its maintenance. 0: no limit but the Machine's.")
 	fs.BoolVar(&o.kubeconfigPolicy.AllowProxyURL, "allow-kubeconfig-proxy-url", false,
 		"Accept identity kubeconfigs that reach Harvester through a proxy (proxy-url). Off: a tenant's kubeconfig must not choose where the manager's connections go.")
 	fs.BoolVar(&o.kubeconfigPolicy.AllowInsecureSkipTLSVerify, "allow-insecure-kubeconfig", false,
@@ -177,6 +180,7 @@ func run(o *options) error {
 		CCMImage:              o.ccmImage,
 		IdentityExpiryWarning: o.identityExpiry,
 		ReferenceRecheck:      o.referenceRecheck,
+		HostDrainTimeout:      o.hostDrainTimeout,
 		KubeconfigPolicy:      o.kubeconfigPolicy,
 		ProviderNamespace:     os.Getenv("POD_NAMESPACE"),
 	}); err != nil {

@@ -66,6 +66,9 @@ type HarvesterMachineReconciler struct {
 	// ReferenceRecheck is how soon a machine whose image, key pair or network is missing, or
 	// whose VM name is taken, looks again (0: DefaultReferenceRecheck).
 	ReferenceRecheck time.Duration
+	// HostDrainTimeout is the longest a guest node's drain holds a VM on a host Harvester
+	// empties, whatever the Machine's nodeDrainTimeoutSeconds (0: only the Machine's).
+	HostDrainTimeout time.Duration
 
 	controller controller.Controller
 	// services reach Harvester; nil is Harvester itself through Factory (harvesterServices).

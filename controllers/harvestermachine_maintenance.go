@@ -53,6 +53,11 @@ const (
 	annotationHarvesterRunStrategy = "harvesterhci.io/runStrategy"
 )
 
+// DefaultHostDrainTimeout is --host-maintenance-drain-timeout's default: a guest's
+// PodDisruptionBudgets (the tenant's to write) hold its VM on a host Harvester empties at most
+// this long, whatever its Machines' nodeDrainTimeoutSeconds.
+const DefaultHostDrainTimeout = 30 * time.Minute
+
 // maintenanceRecheck is how often a machine looks again while its guest node drains or comes
 // back (the guest's pods and Node are not watched).
 const maintenanceRecheck = 5 * time.Second
@@ -194,15 +199,20 @@ func (r *HarvesterMachineReconciler) drainAndStop(ctx context.Context, s *machin
 	}
 	if !drained {
 		// The Machine's nodeDrainTimeoutSeconds bounds this drain as it bounds CAPI's own at a
-		// deletion: past it the VM stops with what is left on the node.
+		// deletion, and the manager's limit bounds it whatever the Machine says (a tenant's
+		// PodDisruptionBudgets must not keep a Harvester host from its maintenance): past it the
+		// VM stops with what is left on the node.
 		c := conditions.Get(hm, infrav1.HostMaintenanceCondition)
 		timeout := time.Duration(ptr.Deref(s.machine.Spec.Deletion.NodeDrainTimeoutSeconds, 0)) * time.Second
+		if r.HostDrainTimeout > 0 && (timeout <= 0 || timeout > r.HostDrainTimeout) {
+			timeout = r.HostDrainTimeout
+		}
 		if timeout <= 0 || c == nil || c.Reason != infrav1.DrainingNodeReason || time.Since(c.LastTransitionTime.Time) < timeout {
 			setMaintenanceCondition(hm, metav1.ConditionTrue, infrav1.DrainingNodeReason, why+"; draining the guest node: "+msg)
 			return false, ctrl.Result{RequeueAfter: maintenanceRecheck}, nil
 		}
 		r.Recorder.Eventf(hm, nil, corev1.EventTypeWarning, "DrainTimeout", "HostMaintenance",
-			"The guest node's drain took longer than the Machine's nodeDrainTimeoutSeconds (%s); stopping the VM with what is left: %s", timeout, msg)
+			"The guest node's drain took longer than its limit (%s: the Machine's nodeDrainTimeoutSeconds, at most the manager's --host-maintenance-drain-timeout); stopping the VM with what is left: %s", timeout, msg)
 	}
 	before := string(specRunStrategy(hm))
 	if vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy != kubevirtv1.RunStrategyHalted {

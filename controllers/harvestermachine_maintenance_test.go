@@ -82,9 +82,11 @@ func TestMachineMovesOffAHostHarvesterEmpties(t *testing.T) {
 		name      string
 		harvester *fakeHarvester
 		// guests is the reconciler's ClusterCache (nil: no guest node to drain).
-		guests  clustercache.ClusterCache
-		machine func(*infrav1.HarvesterMachine)
-		owner   func(*clusterv1.Machine)
+		guests clustercache.ClusterCache
+		// drainLimit is the manager's --host-maintenance-drain-timeout (0: none).
+		drainLimit time.Duration
+		machine    func(*infrav1.HarvesterMachine)
+		owner      func(*clusterv1.Machine)
 		// sibling is another Machine of the same MachineDeployment, being moved off its host.
 		sibling bool
 		// wantStrategies are SetRunStrategy's calls; wantReason the HostMaintenance reason;
@@ -170,7 +172,14 @@ func TestMachineMovesOffAHostHarvesterEmpties(t *testing.T) {
 		machine: draining(time.Hour), owner: drainingOwner(600),
 		wantStrategies: []string{"Halted " + naming.AnnotationRunStrategyBeforeStop + "=RerunOnFailure " + naming.AnnotationStoppedForHost + "=host-1"},
 		wantReason:     infrav1.StoppedForHostReason, wantVMReason: infrav1.StoppedForHostMaintenanceReason,
-		wantOwner: "skip-remediation,drain", wantEvent: "longer than the Machine's nodeDrainTimeoutSeconds",
+		wantOwner: "skip-remediation,drain", wantEvent: "took longer than its limit (10m0s",
+	}, {
+		name:      "a tenant's drain with no timeout of its own (or a longer one) is bounded by the manager's limit",
+		harvester: evacuating(), guests: unreachableGuests{}, drainLimit: 10 * time.Minute,
+		machine: draining(time.Hour), owner: drainingOwner(86400),
+		wantStrategies: []string{"Halted " + naming.AnnotationRunStrategyBeforeStop + "=RerunOnFailure " + naming.AnnotationStoppedForHost + "=host-1"},
+		wantReason:     infrav1.StoppedForHostReason, wantVMReason: infrav1.StoppedForHostMaintenanceReason,
+		wantOwner: "skip-remediation,drain", wantEvent: "took longer than its limit (10m0s",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			hm, objs := provisionedClusterMachine()
@@ -200,7 +209,7 @@ func TestMachineMovesOffAHostHarvesterEmpties(t *testing.T) {
 			}
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(hm).Build()
 			recorder := events.NewFakeRecorder(10)
-			r := &HarvesterMachineReconciler{Client: c, Recorder: recorder, services: tc.harvester, ClusterCache: tc.guests}
+			r := &HarvesterMachineReconciler{Client: c, Recorder: recorder, services: tc.harvester, ClusterCache: tc.guests, HostDrainTimeout: tc.drainLimit}
 			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hm)}); err != nil {
 				t.Fatal(err)
 			}

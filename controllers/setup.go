@@ -65,6 +65,9 @@ type Options struct {
 	// ReferenceRecheck is how soon a machine whose image, key pair or network is missing looks
 	// again (--reference-recheck-interval; 0: DefaultReferenceRecheck).
 	ReferenceRecheck time.Duration
+	// HostDrainTimeout bounds a guest node's drain for host maintenance whatever the Machine
+	// says (--host-maintenance-drain-timeout; 0: only the Machine's nodeDrainTimeoutSeconds).
+	HostDrainTimeout time.Duration
 	// ProviderNamespace is the manager's own namespace (POD_NAMESPACE), where the Secrets of
 	// HarvesterClusterIdentities live.
 	ProviderNamespace string
@@ -196,6 +199,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		ClusterCache:      clusterCache,
 		WatchFilterValue:  o.WatchFilterValue,
 		ReferenceRecheck:  o.ReferenceRecheck,
+		HostDrainTimeout:  o.HostDrainTimeout,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.MachineConcurrency, SkipNameValidation: skip}); err != nil {
 		return fmt.Errorf("setting up the HarvesterMachine controller: %w", err)
 	}
