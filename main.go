@@ -13,6 +13,7 @@ import (
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/cluster-api/exp/runtime/server"
 	"sigs.k8s.io/cluster-api/util/flags"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -53,6 +54,7 @@ type options struct {
 	managerOptions     flags.ManagerOptions
 	logOptions         *logsv1.LoggingConfiguration
 	enableWebhooks     bool
+	inPlaceUpdates     bool
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -67,6 +69,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the webhook server.")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs/", "Directory with the webhook server's tls.crt and tls.key.")
 	fs.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "Serve the API's defaulting and validating webhooks.")
+	fs.BoolVar(&o.inPlaceUpdates, "in-place-updates", false,
+		"Serve Cluster API's in-place update hooks (CanUpdateMachine, CanUpdateMachineSet, UpdateMachine) on the webhook server, for an ExtensionConfig to register (config/inplace); CAPI needs its InPlaceUpdates and RuntimeSDK feature gates. Off: every template change rolls out new machines.")
 	fs.IntVar(&o.clusterConcurrency, "harvestercluster-concurrency", controllers.DefaultClusterConcurrency, "HarvesterClusters reconciled in parallel.")
 	fs.IntVar(&o.machineConcurrency, "harvestermachine-concurrency", controllers.DefaultMachineConcurrency, "HarvesterMachines reconciled in parallel.")
 	fs.DurationVar(&o.syncPeriod, "sync-period", controllers.DefaultSyncPeriod, "How often every watched object is reconciled again, as a safety net; changes are handled as they happen.")
@@ -137,6 +141,17 @@ func run(o *options) error {
 	if err != nil {
 		return err
 	}
+	webhookServer := webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir, TLSOpts: tlsOptions})
+	var apiReader inPlaceReader
+	if o.inPlaceUpdates {
+		// The hooks read HarvesterMachines from the API server; the manager's own reader exists
+		// only once the manager does, so the server gets one that waits for it.
+		srv, err := controllers.NewInPlaceUpdateServer(server.Options{Port: o.webhookPort, CertDir: o.webhookCertDir, TLSOpts: tlsOptions}, &apiReader)
+		if err != nil {
+			return fmt.Errorf("setting up the in-place update extension: %w", err)
+		}
+		webhookServer = srv
+	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:           scheme,
 		Metrics:          *metricsOptions,
@@ -160,15 +175,12 @@ func run(o *options) error {
 		Client: client.Options{
 			Cache: &client.CacheOptions{DisableFor: controllers.UncachedObjects()},
 		},
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Port:    o.webhookPort,
-			CertDir: o.webhookCertDir,
-			TLSOpts: tlsOptions,
-		}),
+		WebhookServer: webhookServer,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	apiReader.Reader = mgr.GetAPIReader()
 
 	ctx := ctrl.SetupSignalHandler()
 	if err := controllers.Setup(ctx, mgr, controllers.Options{
@@ -206,3 +218,7 @@ func run(o *options) error {
 	setupLog.Info("starting manager")
 	return mgr.Start(ctx)
 }
+
+// inPlaceReader is the manager's API reader, set once the manager is made (before anything is
+// served).
+type inPlaceReader struct{ client.Reader }

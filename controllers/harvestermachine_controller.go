@@ -312,6 +312,13 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 		return r.harvesterResult(ctx, err, s.reportVM)
 	case handled:
 		return maintenance, nil
+	}
+	err = r.reconcileResources(ctx, s, vms, vm, st.VMI)
+	switch {
+	case apierrors.IsConflict(err):
+		return ctrl.Result{RequeueAfter: staleReadRetry}, nil // the VM changed since it was read
+	case err != nil:
+		return r.harvesterResult(ctx, err, s.reportVM)
 	case !st.Ready:
 		return ctrl.Result{RequeueAfter: min(fallbackRequeue, nonZero(maintenance.RequeueAfter, fallbackRequeue))}, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
@@ -33,6 +34,9 @@ type vmService interface {
 	// SetRunStrategy sets the VM's run strategy and annotations (nil removes), locked to vm's
 	// version.
 	SetRunStrategy(ctx context.Context, vm *kubevirtv1.VirtualMachine, strategy kubevirtv1.VirtualMachineRunStrategy, annotations map[string]*string) error
+	// Resize sets the VM's CPU sockets and guest memory (nil: unchanged), locked to vm's
+	// version; a refusal is an Invalid or BadRequest API error.
+	Resize(ctx context.Context, vm *kubevirtv1.VirtualMachine, sockets *uint32, guest *resource.Quantity) error
 }
 
 // machineServices connect a machine's reconcile to its Harvester.

@@ -2,12 +2,14 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -37,6 +39,9 @@ type fakeHarvester struct {
 	calls []string
 	// runStrategies are the run strategies SetRunStrategy set, with the annotations it changed.
 	runStrategies []string
+	// resizes are Resize's calls ("sockets=N guest=Q", "-" for unchanged); resizeErr its answer.
+	resizes   []string
+	resizeErr error
 }
 
 func (f *fakeHarvester) connect(context.Context, *machineScope) error {
@@ -95,6 +100,21 @@ func (f *fakeHarvester) SetRunStrategy(_ context.Context, _ *kubevirtv1.VirtualM
 	}
 	f.runStrategies = append(f.runStrategies, strings.TrimSpace(string(strategy)+" "+strings.Join(keys, " ")))
 	return nil
+}
+
+func (f *fakeHarvester) Resize(_ context.Context, _ *kubevirtv1.VirtualMachine, sockets *uint32, guest *resource.Quantity) error {
+	f.calls = append(f.calls, "resize")
+	call := "sockets=-"
+	if sockets != nil {
+		call = fmt.Sprintf("sockets=%d", *sockets)
+	}
+	if guest != nil {
+		call += " guest=" + guest.String()
+	} else {
+		call += " guest=-"
+	}
+	f.resizes = append(f.resizes, call)
+	return f.resizeErr
 }
 
 // provisionedClusterMachine is a HarvesterMachine with its finalizer, owned by a Machine with

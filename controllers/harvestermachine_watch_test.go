@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -47,6 +48,9 @@ func TestObservedChangePassesWhatTheReconcileReads(t *testing.T) {
 		"printable status": func(v *kubevirtv1.VirtualMachine) { v.Status.PrintableStatus = kubevirtv1.VirtualMachineStatusRunning },
 		"labels":           func(v *kubevirtv1.VirtualMachine) { v.Labels = nil },
 		"deletion":         func(v *kubevirtv1.VirtualMachine) { v.DeletionTimestamp = &metav1.Time{} },
+		"restart required": func(v *kubevirtv1.VirtualMachine) {
+			v.Status.Conditions = []kubevirtv1.VirtualMachineCondition{{Type: kubevirtv1.VirtualMachineRestartRequired, Status: "True"}}
+		},
 	} {
 		changed := vm.DeepCopy()
 		change(changed)
@@ -65,6 +69,12 @@ func TestObservedChangePassesWhatTheReconcileReads(t *testing.T) {
 		},
 		"conditions": func(v *kubevirtv1.VirtualMachineInstance) {
 			v.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: "PodScheduled"}}
+		},
+		"CPU topology": func(v *kubevirtv1.VirtualMachineInstance) {
+			v.Status.CurrentCPUTopology = &kubevirtv1.CPUTopology{Sockets: 3}
+		},
+		"memory": func(v *kubevirtv1.VirtualMachineInstance) {
+			v.Status.Memory = &kubevirtv1.MemoryStatus{GuestRequested: ptr.To(resource.MustParse("6Gi"))}
 		},
 	} {
 		changed := vmi.DeepCopy()

@@ -134,7 +134,8 @@ func runningWithAddress(obj client.Object) bool {
 
 // observedChange passes every creation and deletion of a VM or VMI, and those updates that
 // change what a machine's reconcile reads of it (VMService.Get and Observe: ownership labels,
-// UID, deletion, the VM's printable status; the VMI's phase, host, NICs and conditions).
+// UID, deletion, the VM's printable status and RestartRequired; the VMI's phase, host, NICs,
+// conditions, CPU topology and memory).
 // Harvester and KubeVirt update both many times while a VM starts (finalizers, volume and
 // guest-agent status), and each reconcile would cost requests.
 var observedChange = predicate.Funcs{UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
@@ -145,10 +146,12 @@ var observedChange = predicate.Funcs{UpdateFunc: func(e event.TypedUpdateEvent[c
 	switch n := n.(type) {
 	case *kubevirtv1.VirtualMachine:
 		o, ok := o.(*kubevirtv1.VirtualMachine)
-		return !ok || o.Status.PrintableStatus != n.Status.PrintableStatus
+		return !ok || o.Status.PrintableStatus != n.Status.PrintableStatus || restartRequired(o) != restartRequired(n)
 	case *kubevirtv1.VirtualMachineInstance:
 		o, ok := o.(*kubevirtv1.VirtualMachineInstance)
 		return !ok || o.Status.Phase != n.Status.Phase || o.Status.NodeName != n.Status.NodeName ||
+			!equality.Semantic.DeepEqual(o.Status.CurrentCPUTopology, n.Status.CurrentCPUTopology) ||
+			!equality.Semantic.DeepEqual(o.Status.Memory, n.Status.Memory) ||
 			o.Status.EvacuationNodeName != n.Status.EvacuationNodeName ||
 			!equality.Semantic.DeepEqual(o.Status.MigrationState, n.Status.MigrationState) ||
 			!equality.Semantic.DeepEqual(o.Status.Interfaces, n.Status.Interfaces) ||
@@ -156,6 +159,17 @@ var observedChange = predicate.Funcs{UpdateFunc: func(e event.TypedUpdateEvent[c
 	}
 	return true
 }}
+
+// restartRequired is KubeVirt's RestartRequired condition of a VM, "" without one: a resize
+// that KubeVirt cannot make live shows there.
+func restartRequired(vm *kubevirtv1.VirtualMachine) string {
+	for _, c := range vm.Status.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineRestartRequired {
+			return string(c.Status) + ":" + c.Message
+		}
+	}
+	return ""
+}
 
 // machineHostIndex indexes HarvesterMachines by the Harvester host their VM runs on.
 const machineHostIndex = "status.virtualMachine.host"

@@ -196,6 +196,22 @@ const (
 	// again on another host.
 	HaltedByHarvesterReason = "HaltedByHarvester"
 
+	// ResourcesUpToDateCondition, on a machine made with maxCPU or maxMemory, is true when its
+	// running VM has the CPUs and memory of its spec (which Cluster API's in-place updates, or
+	// the user, may raise up to the maximums); it is not part of Ready. A failed resize is
+	// reported here, never left as a half-changed VM without a word.
+	ResourcesUpToDateCondition = "ResourcesUpToDate"
+	// ResizingReason: the provider asked KubeVirt for the spec's CPUs and memory; KubeVirt adds
+	// them to the running VM through a live migration (the message says how far).
+	ResizingReason = "Resizing"
+	// ResizeNeedsRestartReason: KubeVirt cannot make the change while the VM runs (its
+	// RestartRequired condition, quoted); the machine keeps its old size until it is replaced
+	// or its VM restarts.
+	ResizeNeedsRestartReason = "RestartRequired"
+	// ResizeRefusedReason: Harvester or KubeVirt refused the VM's new size (the message quotes
+	// the refusal).
+	ResizeRefusedReason = "ResizeRefused"
+
 	// IPAddressesReadyCondition is true when every NIC that takes addresses from IP pools has
 	// them (or no NIC does).
 	IPAddressesReadyCondition = "IPAddressesReady"

@@ -125,9 +125,10 @@ type HarvesterMachineSpec struct {
 
 	// maxCPU is the most virtual CPUs the VM can have while it runs, from cpu up (KubeVirt's CPU
 	// hotplug, its maxSockets): set, the VM's CPUs are sockets of one core each, as KubeVirt adds
-	// CPUs by socket, and Harvester is told the VM is hot-pluggable. Set at creation; what grows
-	// a running machine's CPUs up to it is docs/decisions/0008-in-place-updates.md's to build.
-	// Not with hostDevices or gpus (KubeVirt hot-plugs through a live migration).
+	// CPUs by socket, and Harvester is told the VM is hot-pluggable. Fixed at creation; cpu may
+	// then grow up to it on the running machine (Cluster API's in-place updates,
+	// docs/in-place-updates.md). Not with hostDevices or gpus (KubeVirt hot-plugs through a live
+	// migration).
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=512
@@ -136,8 +137,8 @@ type HarvesterMachineSpec struct {
 	// maxMemory is the most memory the VM can have while it runs, from memory up (KubeVirt's
 	// memory hotplug: its maxGuest is maxMemory less reservedMemory). The guest memory
 	// (memory less reservedMemory) must then be at least 1Gi, and it and the maximum multiples
-	// of 2Mi, as KubeVirt hot-plugs memory only then. Set at creation, as maxCPU. Not with
-	// hostDevices or gpus.
+	// of 2Mi, as KubeVirt hot-plugs memory only then. Fixed at creation; memory may then grow up
+	// to it, as cpu up to maxCPU. Not with hostDevices or gpus.
 	// +optional
 	MaxMemory *resource.Quantity `json:"maxMemory,omitempty"`
 

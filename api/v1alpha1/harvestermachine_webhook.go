@@ -26,7 +26,8 @@ import (
 // +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=harvestermachines,versions=v1alpha1,name=validation.harvestermachine.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
 
 // HarvesterMachineWebhook defaults and validates HarvesterMachines. Defaults are applied when a
-// machine is made: its spec cannot change after that (ValidateUpdate), so defaulting it again on
+// machine is made: its spec cannot change after that but for its providerID and a resize within
+// its maximums (ValidateUpdate), none of which defaulting touches, so defaulting it again on
 // every update could only find nothing to do or make a change that is then refused. The
 // validating webhook is not called for updates that leave the spec as it was (CAPI's labels,
 // owners and finalizers, the provider's): config/webhook/kustomization.yaml gives it a match
@@ -56,16 +57,19 @@ func (w *HarvesterMachineWebhook) ValidateCreate(_ context.Context, m *Harvester
 
 // ValidateUpdate checks a changed HarvesterMachine. Like every CAPI infrastructure machine, its
 // spec is immutable (a change means a new machine), except that the provider fills in
-// providerID once.
+// providerID once and that a machine made with maxCPU or maxMemory may grow its cpu or memory up
+// to them (InPlaceUpdate: what Cluster API's in-place updates write into it).
 func (w *HarvesterMachineWebhook) ValidateUpdate(_ context.Context, oldM, newM *HarvesterMachine) (admission.Warnings, error) {
 	path := field.NewPath("spec")
 	errs := ratchet(newM.Spec.validate(path), oldM.Spec.validate(path))
 	if oldM.Spec.ProviderID != "" && newM.Spec.ProviderID != oldM.Spec.ProviderID {
 		errs = append(errs, field.Forbidden(path.Child("providerID"), "cannot change once set"))
 	}
-	oldSpec, newSpec := oldM.Spec, newM.Spec
+	oldSpec, refused := InPlaceUpdate(&oldM.Spec, &newM.Spec, path)
+	errs = append(errs, refused...)
+	newSpec := newM.Spec
 	oldSpec.ProviderID, newSpec.ProviderID = "", ""
-	if !reflect.DeepEqual(oldSpec, newSpec) {
+	if len(refused) == 0 && !reflect.DeepEqual(oldSpec, newSpec) {
 		errs = append(errs, field.Forbidden(path, "a HarvesterMachine cannot change; change the machine template and let CAPI roll out new machines"))
 	}
 	return nil, invalid("HarvesterMachine", newM.Name, errs)

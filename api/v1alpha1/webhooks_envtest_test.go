@@ -691,7 +691,10 @@ func TestImmutableFieldsAreRefusedOnUpdate(t *testing.T) {
 
 		changed := m.DeepCopy()
 		changed.Spec.CPU = 4
-		expectInvalid(g, env.Client.Update(ctx, changed), "spec", "cannot change")
+		expectInvalid(g, env.Client.Update(ctx, changed), "spec.cpu", "cannot change on a machine made without maxCPU")
+		changed = m.DeepCopy()
+		changed.Spec.Disks[0].Image = "default/other-image"
+		expectInvalid(g, env.Client.Update(ctx, changed), "spec", "change the machine template and let CAPI roll out new machines")
 
 		// The provider fills in providerID once; after that it is fixed.
 		m.Spec.ProviderID = "harvester://6f1a5c1e-0000-4000-8000-000000000001"
@@ -712,12 +715,51 @@ func TestImmutableFieldsAreRefusedOnUpdate(t *testing.T) {
 		g.Expect(webhookCalls(g, "/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine")).To(Equal(mutating))
 		changed = m.DeepCopy()
 		changed.Spec.Memory = resource.MustParse("16Gi")
-		expectInvalid(g, env.Client.Update(ctx, changed), "spec", "cannot change")
+		expectInvalid(g, env.Client.Update(ctx, changed), "spec.memory", "cannot change on a machine made without maxMemory")
 		g.Expect(webhookCalls(g, "/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine")).To(Equal(validating + 1))
 		g.Expect(webhookCalls(g, "/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine")).To(Equal(mutating))
 		m.Finalizers = nil
 		g.Expect(env.Client.Update(ctx, m)).To(Succeed())
 	})
+}
+
+// A machine made with maximums grows its CPUs and memory up to them in place (what Cluster API's
+// in-place updates write into it); it never shrinks, and nothing else changes with them.
+func TestResizableMachinesGrowWithinTheirMaximums(t *testing.T) {
+	env := management(t)
+	g := NewWithT(t)
+	m := machine("resizable", func(s *infrav1.HarvesterMachineSpec) {
+		s.CPU, s.MaxCPU = 2, 4
+		s.Memory, s.MaxMemory = resource.MustParse("4Gi"), ptr.To(resource.MustParse("8Gi"))
+	})
+	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+	update := func(mutate func(*infrav1.HarvesterMachineSpec)) error {
+		changed := m.DeepCopy()
+		mutate(&changed.Spec)
+		return env.Client.Update(ctx, changed)
+	}
+
+	expectInvalid(g, update(func(s *infrav1.HarvesterMachineSpec) { s.CPU = 5 }), "spec.cpu", "can grow only up to maxCPU (4)")
+	expectInvalid(g, update(func(s *infrav1.HarvesterMachineSpec) { s.CPU = 1 }), "spec.cpu", "cannot shrink from 2")
+	expectInvalid(g, update(func(s *infrav1.HarvesterMachineSpec) { s.CPU, s.MaxCPU = 6, 8 }), "spec.maxCPU", "fixed when it was made")
+	expectInvalid(g, update(func(s *infrav1.HarvesterMachineSpec) { s.MaxCPU = 8 }), "spec", "change the machine template")
+	expectInvalid(g, update(func(s *infrav1.HarvesterMachineSpec) { s.Memory = resource.MustParse("10Gi") }), "spec.memory", "can grow only up to maxMemory (8Gi)")
+	expectInvalid(g, update(func(s *infrav1.HarvesterMachineSpec) { s.Memory = resource.MustParse("2Gi") }), "spec.memory", "cannot shrink from 4Gi")
+	expectInvalid(g, update(func(s *infrav1.HarvesterMachineSpec) {
+		s.Memory, s.ReservedMemory = resource.MustParse("6Gi"), ptr.To(resource.MustParse("256Mi"))
+	}), "spec.reservedMemory", "cannot change while the memory changes in place")
+	expectInvalid(g, update(func(s *infrav1.HarvesterMachineSpec) {
+		s.CPU = 3
+		s.Disks[0].Image = "default/other-image"
+	}), "spec", "change the machine template")
+
+	g.Expect(update(func(s *infrav1.HarvesterMachineSpec) { s.CPU = 3 })).To(Succeed())
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
+	g.Expect(update(func(s *infrav1.HarvesterMachineSpec) { s.CPU, s.Memory = 4, resource.MustParse("8Gi") })).To(Succeed())
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
+	g.Expect(m.Spec.CPU).To(Equal(int32(4)))
+	g.Expect(m.Spec.Memory.String()).To(Equal("8Gi"))
+	expectInvalid(g, update(func(s *infrav1.HarvesterMachineSpec) { s.CPU = 3 }), "spec.cpu", "cannot shrink from 4")
 }
 
 // webhookCalls is how many requests the in-process webhook server has answered on path.

@@ -25,6 +25,10 @@ const (
 	devCCMImage = "ghcr.io/seed-0a7eb009/harvester-cloud-controller-manager:dev"
 )
 
+// InPlaceUpdatesAsset is the release asset that registers the in-place update extension
+// (config/inplace): applied by hand where it is wanted.
+const InPlaceUpdatesAsset = "in-place-updates.yaml"
+
 // Options of a release.
 type Options struct {
 	// Root is the repository's root directory.
@@ -61,6 +65,12 @@ func Build(o Options) (map[string][]byte, error) {
 		components = bytes.ReplaceAll(components, []byte(from), []byte(to))
 	}
 	assets["infrastructure-components.yaml"] = components
+	// Not part of the components: CAPI refuses ExtensionConfigs unless its RuntimeSDK gate is on.
+	extension, err := os.ReadFile(filepath.Join(o.Root, "config", "inplace", "extensionconfig.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	assets[InPlaceUpdatesAsset] = extension
 
 	err = fs.WalkDir(templates.Files, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {

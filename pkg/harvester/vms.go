@@ -14,8 +14,10 @@ import (
 	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -364,6 +366,32 @@ func (s *VMService) SetRunStrategy(ctx context.Context, vm *kubevirtv1.VirtualMa
 		return err // read again: the caller's reconcile starts over from the newer VM
 	}
 	return transport.ClassifyError(err, fmt.Sprintf("setting the run strategy of VM %s/%s to %s", vm.Namespace, vm.Name, strategy))
+}
+
+// Resize sets the CPU sockets and guest memory of the VM's template (nil leaves one as it is),
+// locked to vm's version: the two fields KubeVirt changes on a running VM (through a live
+// migration, as the KubeVirt CR's workload update strategy allows), and the two Harvester's own
+// CPU and memory hotplug action patches.
+func (s *VMService) Resize(ctx context.Context, vm *kubevirtv1.VirtualMachine, sockets *uint32, guest *resource.Quantity) error {
+	patched := vm.DeepCopy()
+	domain := &patched.Spec.Template.Spec.Domain
+	if sockets != nil {
+		if domain.CPU == nil {
+			domain.CPU = &kubevirtv1.CPU{}
+		}
+		domain.CPU.Sockets = *sockets
+	}
+	if guest != nil {
+		if domain.Memory == nil {
+			domain.Memory = &kubevirtv1.Memory{}
+		}
+		domain.Memory.Guest = ptr.To(guest.DeepCopy())
+	}
+	err := s.C.Patch(ctx, patched, client.MergeFromWithOptions(vm, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		return err // the caller reads the VM again, or reports the refusal
+	}
+	return transport.ClassifyError(err, fmt.Sprintf("resizing VM %s/%s", vm.Namespace, vm.Name))
 }
 
 // Host reads a Harvester host (its Node) from the connection's cache.

@@ -56,6 +56,31 @@ func TestReleaseAssets(t *testing.T) {
 	g.Expect(managerImage).To(Equal("ghcr.io/example/capi-harvester:v9.9.9"))
 	g.Expect(managerArgs).To(ContainElement("--ccm-image=${CAPHV_CCM_IMAGE:=ghcr.io/example/ccm:v9.9.9}"))
 
+	g.Expect(managerArgs).To(ContainElement("--in-place-updates=${EXP_IN_PLACE_UPDATES:=false}"), "the extension is off unless clusterctl's EXP_IN_PLACE_UPDATES says so")
+
+	// The in-place update extension's registration names the components' webhook Service and
+	// the Secret of its certificate.
+	extension, err := os.ReadFile(filepath.Join(dir, release.InPlaceUpdatesAsset))
+	g.Expect(err).NotTo(HaveOccurred())
+	extObjs, err := testenv.DecodeObjects(extension)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(extObjs).To(HaveLen(1))
+	g.Expect(extObjs[0].GetKind()).To(Equal("ExtensionConfig"))
+	service, _, _ := unstructured.NestedMap(extObjs[0].Object, "spec", "clientConfig", "service")
+	var certSecret string
+	serviceFound := false
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Service":
+			serviceFound = serviceFound || (o.GetNamespace() == service["namespace"] && o.GetName() == service["name"])
+		case "Certificate":
+			certSecret, _, _ = unstructured.NestedString(o.Object, "spec", "secretName")
+			certSecret = o.GetNamespace() + "/" + certSecret
+		}
+	}
+	g.Expect(serviceFound).To(BeTrue(), "the ExtensionConfig's service %v is the components' webhook Service", service)
+	g.Expect(extObjs[0].GetAnnotations()).To(HaveKeyWithValue("runtime.cluster.x-k8s.io/inject-ca-from-secret", certSecret))
+
 	// Every clusterctl variable of the components is documented.
 	guide, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "getting-started.md"))
 	g.Expect(err).NotTo(HaveOccurred())

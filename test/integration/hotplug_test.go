@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,17 +10,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
 // A machine with CPU and memory maximums gets a VM that Harvester's mutator leaves
-// hot-pluggable and KubeVirt grows while it runs: raising its sockets and guest memory (what
-// Harvester's CPU and memory hotplug action patches) changes the running VMI through KubeVirt's
-// live migration, same VMI, and the machine stays provisioned. (With a memory limit on the VM,
-// as the provider sets on others, KubeVirt's hotplug makes a migration target pod that asks for
-// more memory than its limit, and the migration never starts: this test found it.)
+// hot-pluggable, and the provider grows it while it runs when the machine's cpu and memory grow
+// (what Cluster API's in-place update writes into it): it patches the VM's sockets and guest
+// memory as Harvester's hotplug action does, KubeVirt's VM controller and workload updater
+// change the running VMI through a live migration (same VMI), and the machine's
+// ResourcesUpToDate condition follows until the VMI has the new size. (With a memory limit on
+// the VM, as the provider sets on others, KubeVirt's hotplug makes a migration target pod that
+// asks for more memory than its limit, and the migration never starts: this test found it.)
 func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -40,6 +44,7 @@ func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		hm := machine(g)
 		g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+		g.Expect(conditions.IsTrue(hm, infrav1.ResourcesUpToDateCondition)).To(BeTrue())
 		before = &kubevirtv1.VirtualMachineInstance{}
 		g.Expect(h.Get(ctx, client.ObjectKey{Namespace: "guests", Name: hm.Status.VirtualMachine.Name}, before)).To(Succeed())
 	}, time.Minute, 100*time.Millisecond).Should(Succeed())
@@ -47,21 +52,32 @@ func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 	g.Expect(before.Spec.Domain.Memory.MaxGuest.String()).To(Equal("8Gi"))
 	g.Expect(before.Status.CurrentCPUTopology).To(Equal(&kubevirtv1.CPUTopology{Sockets: 2, Cores: 1, Threads: 1}))
 
+	// Beyond the maximum: refused before anything reaches Harvester.
+	hm := machine(g)
+	hm.Spec.CPU = 5
+	g.Expect(c.Update(ctx, hm)).To(MatchError(ContainSubstring("can grow only up to maxCPU (4)")))
+
+	var resizing []string
 	g.Eventually(func() error {
-		vm := &kubevirtv1.VirtualMachine{}
-		if err := h.Get(ctx, client.ObjectKeyFromObject(before), vm); err != nil {
-			return err
-		}
-		vm.Spec.Template.Spec.Domain.CPU.Sockets = 3
-		vm.Spec.Template.Spec.Domain.Memory.Guest = ptr.To(resource.MustParse("6Gi"))
-		return h.Update(ctx, vm)
+		hm := machine(g)
+		hm.Spec.CPU, hm.Spec.Memory = 3, resource.MustParse("6Gi")
+		return c.Update(ctx, hm)
 	}, 10*time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) {
+		hm := machine(g)
+		if c := conditions.Get(hm, infrav1.ResourcesUpToDateCondition); c != nil && c.Reason == infrav1.ResizingReason && !slices.Contains(resizing, c.Message) {
+			resizing = append(resizing, c.Message)
+		}
+		g.Expect(conditions.IsTrue(hm, infrav1.ResourcesUpToDateCondition)).To(BeTrue(), "%+v", conditions.Get(hm, infrav1.ResourcesUpToDateCondition))
+		g.Expect(conditions.Get(hm, infrav1.ResourcesUpToDateCondition).ObservedGeneration).To(Equal(hm.Generation))
 		vmi := &kubevirtv1.VirtualMachineInstance{}
 		g.Expect(h.Get(ctx, client.ObjectKeyFromObject(before), vmi)).To(Succeed())
 		g.Expect(vmi.UID).To(Equal(before.UID))
 		g.Expect(vmi.Status.CurrentCPUTopology).To(Equal(&kubevirtv1.CPUTopology{Sockets: 3, Cores: 1, Threads: 1}), "VMI conditions %+v", vmi.Status.Conditions)
 		g.Expect(vmi.Status.Memory.GuestRequested.String()).To(Equal("6Gi"))
-		g.Expect(machine(g).Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
-	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+		g.Expect(vmi.Status.MigrationState).NotTo(BeNil(), "KubeVirt moved the VMI to give it the new size")
+		g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
+	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	g.Expect(resizing).NotTo(BeEmpty(), "the machine said it was resizing on the way")
+	t.Logf("ResourcesUpToDate while resizing: %q", resizing)
 }
