@@ -213,7 +213,7 @@ $(CLUSTERCTL): hack/clusterctl/go.mod hack/clusterctl/main.go
 	  -ldflags "-X sigs.k8s.io/cluster-api/version.gitVersion=$(CLUSTERCTL_VERSION)" -o $(CLUSTERCTL) .
 
 .PHONY: providers
-providers: ## Build the managers the e2e suite runs as processes (RKE2 and K3s bootstrap and control plane, the previous CAPI minor's core) into bin/providers once.
+providers: ## Build the managers the e2e suite runs as processes (RKE2 and K3s bootstrap and control plane, the previous CAPI minor's core, go.mod's CAPI core and kubeadm managers) into bin/providers once.
 	hack/ensure-providers.sh >/dev/null
 
 .PHONY: chaos

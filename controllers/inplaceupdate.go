@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 )
 
 // InPlaceUpdates is Cluster API's in-place update extension for HarvesterMachines (Runtime SDK
@@ -68,6 +71,11 @@ func NewInPlaceUpdateServer(opts server.Options, reader client.Reader) (*server.
 // to another.
 func (h *InPlaceUpdates) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1.CanUpdateMachineSetRequest, resp *runtimehooksv1.CanUpdateMachineSetResponse) {
 	resp.Status = runtimehooksv1.ResponseStatusSuccess
+	ms := &req.Current.MachineSet
+	if why := h.cannotMigrate(ctx, ms.Namespace, ms.Spec.ClusterName, ms.Spec.Template.Spec.FailureDomain); why != "" {
+		resp.Message = why
+		return
+	}
 	p, why := inPlacePatch(req.Current.InfrastructureMachineTemplate, req.Desired.InfrastructureMachineTemplate, "HarvesterMachineTemplate", "spec", "template", "spec")
 	resp.InfrastructureMachineTemplatePatch = p
 	resp.Message = why
@@ -77,6 +85,11 @@ func (h *InPlaceUpdates) CanUpdateMachineSet(ctx context.Context, req *runtimeho
 // CanUpdateMachine answers for a control-plane machine (KubeadmControlPlane asks).
 func (h *InPlaceUpdates) CanUpdateMachine(ctx context.Context, req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse) {
 	resp.Status = runtimehooksv1.ResponseStatusSuccess
+	m := &req.Current.Machine
+	if why := h.cannotMigrate(ctx, m.Namespace, m.Spec.ClusterName, m.Spec.FailureDomain); why != "" {
+		resp.Message = why
+		return
+	}
 	p, why := inPlacePatch(req.Current.InfrastructureMachine, req.Desired.InfrastructureMachine, "HarvesterMachine", "spec")
 	resp.InfrastructureMachinePatch = p
 	resp.Message = why
@@ -127,6 +140,29 @@ func (h *InPlaceUpdates) UpdateMachine(ctx context.Context, req *runtimehooksv1.
 		resp.Status = runtimehooksv1.ResponseStatusFailure
 		resp.Message = c.Reason + ": " + c.Message
 	}
+}
+
+// cannotMigrate says why machines placed in failureDomain of a cluster cannot be resized in
+// place ("" when they can): KubeVirt resizes a running VM through a live migration, and a VM
+// pinned to a failure domain of one host (the cluster's failure domains count their hosts) has
+// nowhere to migrate to; its resize would wait for ever. Not knowing means no.
+func (h *InPlaceUpdates) cannotMigrate(ctx context.Context, namespace, clusterName, failureDomain string) string {
+	if failureDomain == "" {
+		return ""
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: clusterName}, cluster); err != nil {
+		return fmt.Sprintf("not in place: reading Cluster %s/%s for its failure domains: %v", namespace, clusterName, err)
+	}
+	for _, fd := range cluster.Status.FailureDomains {
+		if fd.Name == failureDomain {
+			if hosts, err := strconv.Atoi(fd.Attributes[build.FailureDomainHostsKey]); err == nil && hosts > 1 {
+				return ""
+			}
+			return fmt.Sprintf("not in place: the machines are placed in failure domain %s, which has one Harvester host: KubeVirt resizes a running VM through a live migration, which such a VM cannot make", failureDomain)
+		}
+	}
+	return fmt.Sprintf("not in place: failure domain %s is not one of Cluster %s/%s's", failureDomain, namespace, clusterName)
 }
 
 // harvesterObject is the part of a hook's object the extension reads.

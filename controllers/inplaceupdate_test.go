@@ -11,10 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 )
 
 // What the in-place update extension answers Cluster API: a patch of what it can change, which
@@ -151,6 +153,42 @@ func TestInPlaceUpdateExtensionPatchesWhatAMachineTakesLive(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("machines pinned to a failure domain of one host cannot migrate: no patch, for machine sets and machines", func(t *testing.T) {
+		scheme, err := NewScheme()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
+			Status: clusterv1.ClusterStatus{FailureDomains: []clusterv1.FailureDomain{
+				{Name: "zone-a", Attributes: map[string]string{build.FailureDomainHostsKey: "2"}},
+				{Name: "zone-b", Attributes: map[string]string{build.FailureDomainHostsKey: "1"}},
+			}}}
+		h := &InPlaceUpdates{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster).WithStatusSubresource(cluster).Build()}
+		bigger := spec(func(s *infrav1.HarvesterMachineSpec) { s.CPU = 3 })
+		for domain, want := range map[string]string{"zone-a": "", "zone-b": "failure domain zone-b, which has one Harvester host", "zone-c": "not one of Cluster ns/c's"} {
+			setReq := &runtimehooksv1.CanUpdateMachineSetRequest{}
+			setReq.Current.MachineSet = clusterv1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers"},
+				Spec: clusterv1.MachineSetSpec{ClusterName: "c", Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{FailureDomain: domain}}}}
+			setReq.Current.InfrastructureMachineTemplate, setReq.Desired.InfrastructureMachineTemplate = template(spec(nil)), template(bigger)
+			setResp := &runtimehooksv1.CanUpdateMachineSetResponse{}
+			h.CanUpdateMachineSet(context.Background(), setReq, setResp)
+			machineReq := &runtimehooksv1.CanUpdateMachineRequest{}
+			machineReq.Current.Machine = clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp-0"},
+				Spec: clusterv1.MachineSpec{ClusterName: "c", FailureDomain: domain}}
+			machineReq.Current.InfrastructureMachine, machineReq.Desired.InfrastructureMachine = machine(spec(nil)), machine(bigger)
+			machineResp := &runtimehooksv1.CanUpdateMachineResponse{}
+			h.CanUpdateMachine(context.Background(), machineReq, machineResp)
+			for what, got := range map[string]struct {
+				patch runtimehooksv1.Patch
+				msg   string
+			}{"MachineSet": {setResp.InfrastructureMachineTemplatePatch, setResp.Message}, "Machine": {machineResp.InfrastructureMachinePatch, machineResp.Message}} {
+				if got.patch.IsDefined() != (want == "") || !strings.Contains(got.msg, want) {
+					t.Errorf("%s in %s: patch %s message %q, want a patch: %v, message %q", what, domain, got.patch.Patch, got.msg, want == "", want)
+				}
+			}
+		}
+	})
 
 	t.Run("another provider's template: no patch", func(t *testing.T) {
 		other := runtime.RawExtension{Raw: []byte(`{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"DockerMachineTemplate","spec":{"template":{"spec":{"cpu":2}}}}`)}

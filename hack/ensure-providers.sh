@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Cluster API managers the test bed runs as processes, from the Go module proxy into
 # bin/providers/<name>-<version>/, once per version: the RKE2 and K3s providers (bootstrap and
-# control-plane managers), and the core manager of the previous Cluster API minor (the provider
-# is built on the current one; one e2e scenario runs it on the previous one). Each is built in
+# control-plane managers), the core manager of the previous Cluster API minor (the provider
+# is built on the current one; one e2e scenario runs it on the previous one), and the current
+# one's core, kubeadm bootstrap and control-plane managers (one scenario turns on their in-place
+# update gates). Each is built in
 # its own throw-away module, never in the project's go.mod: they are built on other Cluster API
 # and controller-runtime versions than ours.
 #
@@ -17,6 +19,7 @@ RKE2_VERSION=${RKE2_VERSION:-v0.21.0}
 K3S_VERSION=${K3S_VERSION:-v0.4.0}
 CAPI_PREVIOUS_VERSION=${CAPI_PREVIOUS_VERSION:-v1.13.6}
 root=$(cd "$(dirname "$0")/.." && pwd)
+CAPI_VERSION=${CAPI_VERSION:-$(awk '$1 == "sigs.k8s.io/cluster-api" {print $2}' "$root/go.mod")}
 dest=${1:-$root/bin/providers}
 mkdir -p "$dest"
 
@@ -26,9 +29,10 @@ export GOFLAGS=-mod=mod
 export GOWORK=off
 export CGO_ENABLED=0
 
-# binary <part>: the manager's file name; "." is the module's root package (CAPI's core).
+# binary <part>: the manager's file name ('/' as '-'); "." is the module's root package (CAPI's
+# core before v1.14).
 binary() {
-  if [ "$1" = . ]; then echo core-manager; else echo "$1-manager"; fi
+  if [ "$1" = . ]; then echo core-manager; else echo "${1//\//-}-manager"; fi
 }
 
 # build <name> <module> <version> <part>...
@@ -52,7 +56,7 @@ build() {
   log "building $module $version (once; a few minutes cold on 2 cores)"
   local work
   work=$(mktemp -d)
-  trap 'rm -rf "$work"' EXIT
+  trap "rm -rf '$work'" EXIT
   # The provider's own go.mod, renamed: the same dependency versions (and replaces, which a
   # required module's go.mod would not carry over) as its release was built with.
   sed "s#^module .*#module local/$name#" "$dir/go.mod" >"$work/go.mod"
@@ -62,6 +66,11 @@ build() {
     patch_k3s "$dir" "$work"
   fi
   (cd "$work" && go mod edit -require="$module@$version")
+  # Since v1.14 CAPI's API is a module of its own, replaced by its directory in CAPI's go.mod:
+  # outside the repository it is the published module at the same version.
+  if grep -q "$module/api => ./api" "$work/go.mod"; then
+    (cd "$work" && go mod edit -dropreplace="$module/api" -require="$module/api@$version")
+  fi
   for part in "${parts[@]}"; do
     local bin pkg=$module
     bin=$(binary "$part")
@@ -109,5 +118,7 @@ GO
 build rke2 github.com/rancher/cluster-api-provider-rke2 "$RKE2_VERSION" bootstrap controlplane
 build k3s github.com/k3s-io/cluster-api-k3s "$K3S_VERSION" bootstrap controlplane
 build capi sigs.k8s.io/cluster-api "$CAPI_PREVIOUS_VERSION" .
+# go.mod's Cluster API as processes, for the scenario that turns its in-place update gates on.
+build capi sigs.k8s.io/cluster-api "$CAPI_VERSION" core bootstrap/kubeadm controlplane/kubeadm
 
 echo "$dest"

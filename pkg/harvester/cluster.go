@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
 	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -87,11 +88,12 @@ const LabelWitness = "node-role.harvesterhci.io/witness"
 // host has a zone label, each host as its own failure domain, for worker pools that name one
 // (not the control plane: a VM placed in a host's domain is pinned to that host, and a control
 // plane spread by our soft anti-affinity instead can still live-migrate off a host in
-// maintenance). byHost tells which. Witness nodes run no VM and are no failure domain; a
+// maintenance). byHost tells which. Each domain counts its hosts (FailureDomainHostsKey). Witness nodes run no VM and are no failure domain; a
 // cordoned host (maintenance, an upgrade) still is, so that the list does not change while
 // Harvester drains it.
 func FailureDomains(nodes []corev1.Node) (domains []clusterv1.FailureDomain, byHost bool) {
 	zones := map[string]string{}
+	zoneHosts := map[string]int{}
 	var hosts []string
 	for _, n := range nodes {
 		if _, witness := n.Labels[LabelWitness]; witness || !n.DeletionTimestamp.IsZero() {
@@ -101,12 +103,13 @@ func FailureDomains(nodes []corev1.Node) (domains []clusterv1.FailureDomain, byH
 			if _, ok := zones[z]; !ok || zones[z] == "" {
 				zones[z] = n.Labels[build.LabelRegion]
 			}
+			zoneHosts[z]++
 		}
 		hosts = append(hosts, n.Name)
 	}
 	if len(zones) > 0 {
 		for z, region := range zones {
-			attrs := map[string]string{build.FailureDomainTopologyKey: build.LabelZone}
+			attrs := map[string]string{build.FailureDomainTopologyKey: build.LabelZone, build.FailureDomainHostsKey: strconv.Itoa(zoneHosts[z])}
 			if region != "" {
 				attrs["region"] = region
 			}
@@ -116,7 +119,7 @@ func FailureDomains(nodes []corev1.Node) (domains []clusterv1.FailureDomain, byH
 		byHost = true
 		for _, h := range hosts {
 			domains = append(domains, clusterv1.FailureDomain{Name: h, ControlPlane: ptr.To(false),
-				Attributes: map[string]string{build.FailureDomainTopologyKey: build.LabelHostname}})
+				Attributes: map[string]string{build.FailureDomainTopologyKey: build.LabelHostname, build.FailureDomainHostsKey: "1"}})
 		}
 	}
 	slices.SortFunc(domains, func(a, b clusterv1.FailureDomain) int { return cmp.Compare(a.Name, b.Name) })

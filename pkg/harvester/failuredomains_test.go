@@ -45,5 +45,9 @@ func TestFailureDomainsLeaveOutWitnessesAndKeepCordonedHosts(t *testing.T) {
 		g.Expect(fd.ControlPlane).To(Equal(ptr.To(true)), fd.Name)
 	}
 	g.Expect(names).To(Equal([]string{"a", "b"}), "zone b's only host is cordoned, not gone; zone c has only a witness")
+	g.Expect(domains[0].Attributes).To(HaveKeyWithValue(build.FailureDomainHostsKey, "1"))
+	domains, _ = FailureDomains([]corev1.Node{host("h1", zoneA, false), host("h2", zoneA, false), host("h3", zoneB, false)})
+	g.Expect(domains[0].Attributes).To(HaveKeyWithValue(build.FailureDomainHostsKey, "2"), "zone a")
+	g.Expect(domains[1].Attributes).To(HaveKeyWithValue(build.FailureDomainHostsKey, "1"), "zone b")
 	g.Expect(FailureDomainOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "h9", Labels: zoneB}}, domains)).To(Equal("b"))
 }

@@ -49,6 +49,9 @@ type CAPIProviderSpec struct {
 	Env func(p *CAPIProviderProcess) []string
 	// Health says the managers serve /readyz on HealthAddr.
 	Health bool
+	// Variables are clusterctl variables for the managers' Deployments (their defaults apply for
+	// the rest): the experimental features' EXP_* gates, as `clusterctl init` takes them.
+	Variables map[string]string
 }
 
 func (s CAPIProviderSpec) parts() []string {
@@ -58,12 +61,13 @@ func (s CAPIProviderSpec) parts() []string {
 	return s.Parts
 }
 
-// partName names a part in logs and file names: its directory, "core" for the module's root.
+// partName names a part in logs and file names: its directory ('/' as '-'), "core" for the
+// module's root.
 func partName(part string) string {
 	if part == "." {
 		return "core"
 	}
-	return part
+	return strings.ReplaceAll(part, "/", "-")
 }
 
 // syncPeriod shortens the providers' informer resync (default 10 minutes). Their control planes
@@ -98,6 +102,20 @@ var RKE2 = CAPIProviderSpec{
 var PreviousCAPICore = CAPIProviderSpec{
 	Name: "capi", Module: "sigs.k8s.io/cluster-api", Version: "v1.13.6", Parts: []string{"."},
 	Health: true, Flags: capiFlags,
+}
+
+// CAPIVersion is the Cluster API the provider is built with (go.mod; test/config checks it).
+const CAPIVersion = "v1.14.2"
+
+// InPlaceUpdatesCAPI is go.mod's Cluster API (core, kubeadm bootstrap and control plane) as
+// `EXP_IN_PLACE_UPDATES=true EXP_RUNTIME_SDK=true clusterctl init` installs it: its in-place
+// updates and Runtime SDK gates on. Gates are process-wide, so the bed's in-process CAPI (gates
+// off, as clusterctl's defaults) cannot have them for one scenario: this runs them as processes.
+var InPlaceUpdatesCAPI = CAPIProviderSpec{
+	Name: "capi", Module: "sigs.k8s.io/cluster-api", Version: CAPIVersion,
+	Parts:  []string{"core", "bootstrap/kubeadm", "controlplane/kubeadm"},
+	Health: true, Flags: capiFlags,
+	Variables: map[string]string{"EXP_IN_PLACE_UPDATES": "true", "EXP_RUNTIME_SDK": "true"},
 }
 
 // K3s is k3s-io/cluster-api-k3s (bootstrap and control plane). Its managers have no flags for the
@@ -427,14 +445,17 @@ func (p *CAPIProviders) run(ctx context.Context, proc *CAPIProviderProcess) erro
 }
 
 // deploymentArgs are the arguments of the manager container in the part's config/manager (the
-// Deployment clusterctl installs), with every variable at its default, less leader election: one
-// process each here.
+// Deployment clusterctl installs), with the spec's variables and every other at its default,
+// less leader election: one process each here.
 func (p *CAPIProviders) deploymentArgs(part string) ([]string, error) {
 	data, err := os.ReadFile(filepath.Join(p.ModuleDir, part, "config", "manager", "manager.yaml"))
 	if err != nil {
 		return nil, err
 	}
 	data, err = yamlprocessor.NewSimpleProcessor().Process(data, func(name string) (string, error) {
+		if v, ok := p.Spec.Variables[name]; ok {
+			return v, nil
+		}
 		return "", fmt.Errorf("variable %s not set", name) // its default applies
 	})
 	if err != nil {

@@ -74,6 +74,7 @@ type Provider struct {
 	toLoopback  func(*admissionv1.WebhookClientConfig)
 	deployment  *appsv1.Deployment
 	certDir     string
+	caPEM       []byte
 	webhookPort int
 	binary      string
 	workDir     string
@@ -237,6 +238,7 @@ func (p *Provider) prepare(objects []*unstructured.Unstructured) error {
 	if err != nil {
 		return err
 	}
+	p.caPEM, p.webhookPort = caPEM, webhookPort
 	// The apiserver calls the webhooks through their Service's ClusterIP, which nothing routes
 	// here: the bed points them at the manager's loopback port instead (the Service wiring
 	// itself is checked statically in test/config).
@@ -599,4 +601,41 @@ func (p *Provider) ApplyValidatingWebhookFile(ctx context.Context, path string) 
 		return nil, err
 	}
 	return func() error { return client.IgnoreNotFound(p.mgmt.Delete(context.Background(), cfg)) }, nil
+}
+
+// ApplyExtensionConfigFile registers a Runtime SDK extension the repository ships for admins to
+// apply (config/inplace/...): its Service reference pointed at the manager's loopback port, and
+// the Secret its CA-injection annotation names made as cert-manager would (ca.crt: the bed's CA),
+// for CAPI's ExtensionConfig controller to inject. It returns a function that deletes both.
+func (p *Provider) ApplyExtensionConfigFile(ctx context.Context, path string) (func() error, error) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), path))
+	if err != nil {
+		return nil, err
+	}
+	objs, err := testenv.DecodeObjects(data)
+	if err != nil || len(objs) != 1 || objs[0].GetKind() != "ExtensionConfig" {
+		return nil, fmt.Errorf("%s: want one ExtensionConfig (%v)", path, err)
+	}
+	ext := objs[0]
+	service, _, _ := unstructured.NestedMap(ext.Object, "spec", "clientConfig", "service")
+	servicePath, _ := service["path"].(string)
+	if err := unstructured.SetNestedMap(ext.Object, map[string]any{
+		"url": fmt.Sprintf("https://127.0.0.1:%d/%s", p.webhookPort, strings.TrimPrefix(servicePath, "/")),
+	}, "spec", "clientConfig"); err != nil {
+		return nil, err
+	}
+	namespace, name, ok := strings.Cut(ext.GetAnnotations()["runtime.cluster.x-k8s.io/inject-ca-from-secret"], "/")
+	if !ok {
+		return nil, fmt.Errorf("%s: no runtime.cluster.x-k8s.io/inject-ca-from-secret annotation", path)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Data: map[string][]byte{"ca.crt": p.caPEM}}
+	if err := apply(ctx, p.mgmt, secret); err != nil {
+		return nil, err
+	}
+	if err := p.mgmt.Create(ctx, ext); err != nil {
+		return nil, err
+	}
+	return func() error {
+		return errors.Join(client.IgnoreNotFound(p.mgmt.Delete(context.Background(), ext)), client.IgnoreNotFound(p.mgmt.Delete(context.Background(), secret)))
+	}, nil
 }

@@ -60,6 +60,8 @@ func TestCompatibilityTable(t *testing.T) {
 		g.Expect(want).NotTo(BeEmpty(), component)
 		g.Expect(table).To(HaveKeyWithValue(component, want), "docs/compatibility.md's row for %s", component)
 	}
+	// The bed's CAPI processes (the in-place updates scenario) are go.mod's CAPI.
+	g.Expect(bed.CAPIVersion).To(Equal(required["sigs.k8s.io/cluster-api"]), "bed.CAPIVersion")
 	// Since v1.14 CAPI's API is a module of its own, required at CAPI's version.
 	g.Expect(required).To(HaveKeyWithValue("sigs.k8s.io/cluster-api/api", required["sigs.k8s.io/cluster-api"]))
 	// The previous minor is the one before go.mod's, and hack/ensure-providers.sh builds it.

@@ -31,6 +31,10 @@ const (
 	// FailureDomainTopologyKey is the attribute of a failure domain that names the host label it
 	// stands for (LabelZone, or LabelHostname when hosts have no zones).
 	FailureDomainTopologyKey = "topologyKey"
+	// FailureDomainHostsKey is the attribute of a failure domain that counts its hosts (those
+	// that run VMs): a VM placed in a domain of one host cannot live-migrate, so KubeVirt can
+	// neither move it off the host nor resize it while it runs.
+	FailureDomainHostsKey = "hosts"
 )
 
 // Image is a VirtualMachineImage a disk is cloned from, as the VM builder needs it.

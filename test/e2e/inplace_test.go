@@ -1,0 +1,342 @@
+package e2e
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// In-place updates (docs/in-place-updates.md) need CAPI's InPlaceUpdates and RuntimeSDK gates,
+// which are process-wide: this scenario runs go.mod's CAPI (core, kubeadm bootstrap and control
+// plane) as its own processes with them on, in a management cluster of its own, with our shipped
+// manager installed with EXP_IN_PLACE_UPDATES=true and the release's ExtensionConfig applied.
+// Every other scenario runs with the gates off, as clusterctl installs CAPI by default: there
+// every template change rolls out, as before.
+var _ = Describe("in-place updates", func() {
+	It("with CAPI's in-place gates and the extension registered, grows the CPUs and memory of a MachineDeployment's and a KubeadmControlPlane's machines in place (but those pinned to a one-host failure domain), and still rolls out an image change and a change beyond the maximums", func() {
+		opts := providerOptions
+		opts.Variables = maps.Clone(opts.Variables)
+		if opts.Variables == nil {
+			opts.Variables = map[string]string{}
+		}
+		opts.Variables["EXP_IN_PLACE_UPDATES"] = "true"
+		m, err := testBed.AddManagementOnCAPI(ctx, bed.InPlaceUpdatesCAPI, opts)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(testBed.StopManagement(ctx, m)).To(Succeed()) })
+		c := m.Env.Client
+		const namespace, name = "inplace", "inplace"
+		DeferCleanup(func() {
+			if !CurrentSpecReport().Failed() {
+				return
+			}
+			if capi, err := m.StartCAPIProviders(ctx, bed.InPlaceUpdatesCAPI); err == nil {
+				for part, log := range capi.Logs() {
+					GinkgoWriter.Printf("--- CAPI %s manager log (tail) ---\n%s\n", part, lastLines(log, 60))
+				}
+			}
+			if log, err := os.ReadFile(m.Provider.LogFile); err == nil {
+				GinkgoWriter.Printf("--- our manager's log there (tail) ---\n%s\n", lastLines(string(log), 80))
+			}
+			GinkgoWriter.Printf("--- where the cluster stands ---\n%s\n%s", describeClusterIn(c, namespace, name), describeMachinesIn(c, namespace, name))
+			vmis := &kubevirtv1.VirtualMachineInstanceList{}
+			if err := harvesterClient().List(ctx, vmis, client.InNamespace("h-"+namespace)); err == nil {
+				for _, vmi := range vmis.Items {
+					GinkgoWriter.Printf("VMI %s on %s: topology %+v conditions %+v migration %+v\n", vmi.Name, vmi.Status.NodeName, vmi.Status.CurrentCPUTopology, vmi.Status.Conditions, vmi.Status.MigrationState)
+				}
+			}
+			migrations := &kubevirtv1.VirtualMachineInstanceMigrationList{}
+			if err := harvesterClient().List(ctx, migrations, client.InNamespace("h-"+namespace)); err == nil {
+				for _, mig := range migrations.Items {
+					GinkgoWriter.Printf("migration %s of %s: %s %+v\n", mig.Name, mig.Spec.VMIName, mig.Status.Phase, mig.Status.Conditions)
+				}
+			}
+			pods := &corev1.PodList{}
+			if err := harvesterClient().List(ctx, pods, client.InNamespace("h-"+namespace)); err == nil {
+				for _, pod := range pods.Items {
+					if pod.Status.Phase != corev1.PodRunning {
+						GinkgoWriter.Printf("pod %s: %s %+v\n", pod.Name, pod.Status.Phase, pod.Status.Conditions)
+					}
+				}
+			}
+		})
+		Expect(m.Provider.Args).To(ContainElement("--in-place-updates=true"), "EXP_IN_PLACE_UPDATES turned the manager's flag on")
+
+		By("CAPI discovers the extension's three hooks from the release's ExtensionConfig, with the CA it injected from the certificate's Secret")
+		unregister, err := m.Provider.ApplyExtensionConfigFile(ctx, "config/inplace/extensionconfig.yaml")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(unregister)
+		Eventually(func(g Gomega) {
+			ext := &unstructured.Unstructured{}
+			ext.SetAPIVersion("runtime.cluster.x-k8s.io/v1beta2")
+			ext.SetKind("ExtensionConfig")
+			g.Expect(c.Get(ctx, client.ObjectKey{Name: "harvester-in-place-updates"}, ext)).To(Succeed())
+			ca, _, _ := unstructured.NestedString(ext.Object, "spec", "clientConfig", "caBundle")
+			g.Expect(ca).NotTo(BeEmpty(), "CAPI injected the CA")
+			handlers, _, _ := unstructured.NestedSlice(ext.Object, "status", "handlers")
+			var hooks []string
+			for _, h := range handlers {
+				hook, _, _ := unstructured.NestedString(h.(map[string]any), "requestHook", "hook")
+				hooks = append(hooks, hook)
+			}
+			g.Expect(hooks).To(ConsistOf("CanUpdateMachine", "CanUpdateMachineSet", "UpdateMachine"))
+		}).WithTimeout(time.Minute).Should(Succeed())
+
+		By("a kubeadm cluster of 3 control-plane machines (KCP with maxSurge 0, which in-place needs, and an external etcd) and 2 workers (maxSurge 0, maxUnavailable 1), all made with maxCPU 4 and maxMemory 8Gi")
+		target := "h-" + namespace
+		Expect(client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
+		Expect(testBed.Harvester.AddTargetNamespace(ctx, target)).To(Succeed())
+		Expect(testBed.Harvester.AddIPPool(ctx, harvestersim.IPPoolSpec{
+			Name: "loopback-" + namespace, Subnet: "127.77.0.0/24", RangeStart: "127.77.0.70", RangeEnd: "127.77.0.79",
+			Namespace: target, Priority: testBed.Harvester.UniquePriority(),
+		})).To(Succeed())
+		Expect(client.IgnoreAlreadyExists(testBed.Harvester.AddImage(ctx, "default", "ubuntu-26.04", true))).To(Succeed())
+		Expect(testBed.LendIdentityIn(ctx, m, namespace, namespace, target)).To(Succeed())
+		// The external etcd's CA and client certificate, which its user supplies as Secrets.
+		etcdCerts, err := testenv.NewServingCertificate("etcd", []string{"etcd"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-etcd"},
+			Data: map[string][]byte{"tls.crt": etcdCerts.CA}})).To(Succeed())
+		Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-apiserver-etcd-client"},
+			Data: map[string][]byte{"tls.crt": etcdCerts.Cert, "tls.key": etcdCerts.Key}})).To(Succeed())
+		manifest, err := templates.Render("cluster-template.yaml", map[string]string{
+			"CLUSTER_NAME": name, "NAMESPACE": namespace, "KUBERNETES_VERSION": "v1.35.4", "HARVESTER_IDENTITY": namespace, "HARVESTER_NAMESPACE": target,
+			"HARVESTER_NETWORK": "default/vlan20", "HARVESTER_IMAGE": "default/ubuntu-24.04", "HARVESTER_SSH_KEYPAIRS": "[default/ops]",
+			"CONTROL_PLANE_MACHINE_COUNT": "3", "WORKER_MACHINE_COUNT": "2",
+		})
+		Expect(err).NotTo(HaveOccurred())
+		objs, err := testenv.DecodeObjects(manifest)
+		Expect(err).NotTo(HaveOccurred())
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "HarvesterMachineTemplate":
+				Expect(unstructured.SetNestedField(o.Object, int64(4), "spec", "template", "spec", "maxCPU")).To(Succeed())
+				Expect(unstructured.SetNestedField(o.Object, "8Gi", "spec", "template", "spec", "maxMemory")).To(Succeed())
+			case "MachineDeployment":
+				// An in-place update makes a machine unavailable for a while: with the default
+				// maxUnavailable 0 CAPI surges new machines instead (docs/in-place-updates.md).
+				Expect(unstructured.SetNestedField(o.Object, int64(0), "spec", "rollout", "strategy", "rollingUpdate", "maxSurge")).To(Succeed())
+				Expect(unstructured.SetNestedField(o.Object, int64(1), "spec", "rollout", "strategy", "rollingUpdate", "maxUnavailable")).To(Succeed())
+			case "KubeadmControlPlane":
+				Expect(unstructured.SetNestedField(o.Object, int64(0), "spec", "rollout", "strategy", "rollingUpdate", "maxSurge")).To(Succeed())
+				// The bed's guests have no etcd pods to port-forward to, which KCP's preflight
+				// checks of a stacked etcd read before it adds or updates a machine; with an
+				// external etcd (a kubeadm setup KCP supports) it checks the control-plane pods only.
+				Expect(unstructured.SetNestedField(o.Object, map[string]any{
+					"endpoints": []any{"https://127.0.0.1:2379"},
+					"caFile":    "/etc/kubernetes/pki/etcd/ca.crt",
+					"certFile":  "/etc/kubernetes/pki/apiserver-etcd-client.crt",
+					"keyFile":   "/etc/kubernetes/pki/apiserver-etcd-client.key",
+				}, "spec", "kubeadmConfigSpec", "clusterConfiguration", "etcd", "external")).To(Succeed())
+			}
+			Expect(c.Create(ctx, o)).To(Succeed(), "creating %s %s", o.GetKind(), o.GetName())
+		}
+
+		machines := func(g Gomega) map[string]clusterv1.Machine {
+			list := &clusterv1.MachineList{}
+			g.Expect(c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+			out := map[string]clusterv1.Machine{}
+			for _, m := range list.Items {
+				out[m.Name] = m
+			}
+			return out
+		}
+		harvesterMachine := func(g Gomega, m clusterv1.Machine) *infrav1.HarvesterMachine {
+			hm := &infrav1.HarvesterMachine{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: m.Spec.InfrastructureRef.Name}, hm)).To(Succeed())
+			return hm
+		}
+		vmiSockets := func(g Gomega, hm *infrav1.HarvesterMachine) uint32 {
+			vmi := &kubevirtv1.VirtualMachineInstance{}
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: hm.Status.VirtualMachine.Name}, vmi)).To(Succeed())
+			g.Expect(vmi.Status.CurrentCPUTopology).NotTo(BeNil())
+			return vmi.Status.CurrentCPUTopology.Sockets
+		}
+		isWorker := func(m clusterv1.Machine) bool { _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; return !cp }
+		ready := func(g Gomega, want int) map[string]clusterv1.Machine {
+			all := machines(g)
+			g.Expect(all).To(HaveLen(want))
+			for _, m := range all {
+				g.Expect(m.DeletionTimestamp.IsZero()).To(BeTrue(), "machine %s is being deleted", m.Name)
+				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
+				g.Expect(conditions.IsTrue(&m, clusterv1.MachineUpToDateCondition)).To(BeTrue(), "machine %s: %+v", m.Name, conditions.Get(&m, clusterv1.MachineUpToDateCondition))
+				g.Expect(m.Annotations).NotTo(HaveKey(clusterv1.UpdateInProgressAnnotation), "machine %s", m.Name)
+			}
+			return all
+		}
+		var before map[string]clusterv1.Machine
+		Eventually(func(g Gomega) { before = ready(g, 5) }).WithTimeout(4*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
+
+		// seen records every Machine name while a change goes on: an in-place update makes none.
+		seen := map[string]bool{}
+		watchNames := func(g Gomega) map[string]clusterv1.Machine {
+			all := machines(g)
+			for n := range all {
+				seen[n] = true
+			}
+			return all
+		}
+		newTemplate := func(from, to string, mutate func(*infrav1.HarvesterMachineSpec)) {
+			t := &infrav1.HarvesterMachineTemplate{}
+			Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: from}, t)).To(Succeed())
+			next := &infrav1.HarvesterMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: to}, Spec: *t.Spec.DeepCopy()}
+			mutate(&next.Spec.Template.Spec)
+			Expect(c.Create(ctx, next)).To(Succeed())
+		}
+		pointWorkersAt := func(template string) {
+			md := &clusterv1.MachineDeployment{}
+			Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-md-0"}, md)).To(Succeed())
+			base := md.DeepCopy()
+			md.Spec.Template.Spec.InfrastructureRef.Name = template
+			Expect(c.Patch(ctx, md, client.MergeFrom(base))).To(Succeed())
+		}
+
+		By("workers: a new template with 3 CPUs and 6Gi: the same Machines, VMs, providerIDs and Nodes, their VMIs grown")
+		newTemplate(name+"-md-0", name+"-md-0-bigger", func(s *infrav1.HarvesterMachineSpec) { s.CPU, s.Memory = 3, resource.MustParse("6Gi") })
+		start := time.Now()
+		pointWorkersAt(name + "-md-0-bigger")
+		Eventually(func(g Gomega) {
+			watchNames(g)
+			after := ready(g, 5)
+			for n, m := range before {
+				g.Expect(after).To(HaveKey(n))
+				g.Expect(after[n].Spec.ProviderID).To(Equal(m.Spec.ProviderID), "machine %s", n)
+				g.Expect(after[n].Status.NodeRef.Name).To(Equal(m.Status.NodeRef.Name), "machine %s", n)
+				if !isWorker(m) {
+					continue
+				}
+				hm := harvesterMachine(g, after[n])
+				g.Expect(hm.Spec.CPU).To(Equal(int32(3)), "machine %s", n)
+				g.Expect(hm.Spec.Memory.String()).To(Equal("6Gi"), "machine %s", n)
+				g.Expect(conditions.IsTrue(hm, infrav1.ResourcesUpToDateCondition)).To(BeTrue(), "machine %s: %+v", n, conditions.Get(hm, infrav1.ResourcesUpToDateCondition))
+				g.Expect(vmiSockets(g, hm)).To(Equal(uint32(3)), "machine %s", n)
+				g.Expect(hm.Annotations[clusterv1.TemplateClonedFromNameAnnotation]).To(Equal(name+"-md-0-bigger"), "machine %s", n)
+			}
+		}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
+		GinkgoWriter.Printf("in place: 2 workers grown in %s\n", time.Since(start).Round(time.Second))
+		Expect(slices.Sorted(maps.Keys(seen))).To(Equal(slices.Sorted(maps.Keys(before))), "no Machine was made")
+
+		By("control plane: a new template with 3 CPUs: KCP updates its machines in zone-a (two hosts) in place, one at a time, and replaces those in zone-b (one host: a VM there cannot migrate, which KubeVirt's resize needs)")
+		kcp := &unstructured.Unstructured{}
+		kcp.SetAPIVersion("controlplane.cluster.x-k8s.io/v1beta2")
+		kcp.SetKind("KubeadmControlPlane")
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, kcp)).To(Succeed())
+		cpTemplate, _, _ := unstructured.NestedString(kcp.Object, "spec", "machineTemplate", "spec", "infrastructureRef", "name")
+		newTemplate(cpTemplate, cpTemplate+"-bigger", func(s *infrav1.HarvesterMachineSpec) { s.CPU = 3 })
+		inPlace, replaced := 0, 0
+		for _, m := range before {
+			switch {
+			case isWorker(m):
+			case m.Spec.FailureDomain == "zone-b":
+				replaced++
+			default:
+				Expect(m.Spec.FailureDomain).To(Equal("zone-a"), "machine %s", m.Name)
+				inPlace++
+			}
+		}
+		Expect(inPlace).To(BeNumerically(">", 0), "KCP spread its machines over both zones")
+		Expect(replaced).To(BeNumerically(">", 0), "KCP spread its machines over both zones")
+		base := kcp.DeepCopy()
+		Expect(unstructured.SetNestedField(kcp.Object, cpTemplate+"-bigger", "spec", "machineTemplate", "spec", "infrastructureRef", "name")).To(Succeed())
+		Expect(c.Patch(ctx, kcp, client.MergeFrom(base))).To(Succeed())
+		start = time.Now()
+		Eventually(func(g Gomega) {
+			watchNames(g)
+			after := ready(g, 5)
+			controlPlane := 0
+			for n, m := range after {
+				if isWorker(m) {
+					continue
+				}
+				controlPlane++
+				hm := harvesterMachine(g, m)
+				g.Expect(hm.Spec.CPU).To(Equal(int32(3)), "machine %s", n)
+				g.Expect(conditions.IsTrue(hm, infrav1.ResourcesUpToDateCondition)).To(BeTrue(), "machine %s", n)
+				g.Expect(vmiSockets(g, hm)).To(Equal(uint32(3)), "machine %s", n)
+			}
+			g.Expect(controlPlane).To(Equal(3))
+			for n, m := range before {
+				switch {
+				case isWorker(m):
+				case m.Spec.FailureDomain == "zone-b":
+					g.Expect(after).NotTo(HaveKey(n), "machine %s in zone-b was kept", n)
+				default:
+					g.Expect(after).To(HaveKey(n))
+					g.Expect(after[n].Spec.ProviderID).To(Equal(m.Spec.ProviderID), "machine %s", n)
+					g.Expect(after[n].Status.NodeRef.Name).To(Equal(m.Status.NodeRef.Name), "machine %s", n)
+				}
+			}
+		}).WithTimeout(4*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
+		GinkgoWriter.Printf("control plane: %d machines grown in place, %d replaced, in %s\n", inPlace, replaced, time.Since(start).Round(time.Second))
+		Expect(len(seen)).To(Equal(len(before)+replaced), "a new Machine for each replaced one, none for the others")
+
+		workersNow := func(g Gomega) []string {
+			var out []string
+			for n, m := range ready(g, 5) {
+				if isWorker(m) {
+					out = append(out, n)
+				}
+			}
+			return out
+		}
+		rollsOut := func(template string) {
+			var old []string
+			Eventually(func(g Gomega) { old = workersNow(g) }).Should(Succeed())
+			start := time.Now()
+			pointWorkersAt(template)
+			Eventually(func(g Gomega) {
+				now := workersNow(g)
+				g.Expect(now).To(HaveLen(2))
+				for _, n := range now {
+					g.Expect(old).NotTo(ContainElement(n), "worker %s was kept", n)
+				}
+			}).WithTimeout(4*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
+			GinkgoWriter.Printf("rollout to %s: 2 new workers in %s\n", template, time.Since(start).Round(time.Second))
+		}
+
+		By("workers: a new image (with more memory) rolls out new machines")
+		newTemplate(name+"-md-0-bigger", name+"-md-0-image", func(s *infrav1.HarvesterMachineSpec) {
+			s.Disks[0].Image, s.Memory = "default/ubuntu-26.04", resource.MustParse("8Gi")
+		})
+		rollsOut(name + "-md-0-image")
+
+		By("workers: more CPUs than maxCPU (a new maximum) rolls out new machines instead of failing")
+		newTemplate(name+"-md-0-image", name+"-md-0-beyond", func(s *infrav1.HarvesterMachineSpec) { s.CPU, s.MaxCPU = 6, 8 })
+		rollsOut(name + "-md-0-beyond")
+		Eventually(func(g Gomega) {
+			for _, n := range workersNow(g) {
+				hm := harvesterMachine(g, machines(g)[n])
+				g.Expect(hm.Spec.CPU).To(Equal(int32(6)))
+				g.Expect(vmiSockets(g, hm)).To(Equal(uint32(6)))
+			}
+		}).Should(Succeed())
+
+		By("deleting the Cluster removes everything on Harvester")
+		cluster := &clusterv1.Cluster{}
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
+		Expect(c.Delete(ctx, cluster)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
+		}).WithTimeout(3*time.Minute).Should(BeTrue(), fmt.Sprintf("cluster %s/%s deleted", namespace, name))
+		leakFree(target)
+	})
+})
