@@ -17,18 +17,23 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 )
 
-// reconcileResources gives a resizable machine's VM the CPUs and memory of its spec, which may
+// reconcileResources gives a machine's VM the CPUs, memory and disk sizes of its spec, which may
 // have grown since the VM was made (Cluster API's in-place updates write the new template's
-// values into the machine; the webhook lets them only grow, up to the maximums), and reports in
-// ResourcesUpToDate how far KubeVirt is: it patches the VM's sockets and guest memory as
-// Harvester's own hotplug action does, KubeVirt's VM controller hands them to the running VMI
-// and its workload updater migrates the VMI, whose target takes them
+// values into the machine; the webhook lets them only grow, CPUs and memory up to the
+// maximums), and reports in ResourcesUpToDate how far Harvester and KubeVirt are: it patches the
+// VM's sockets and guest memory as Harvester's own hotplug action does (KubeVirt's VM controller
+// hands them to the running VMI and its workload updater migrates the VMI, whose target takes
+// them) and raises a grown disk's volume request as Harvester's volume expansion does
 // (docs/decisions/0008-in-place-updates.md). A conflict is returned for the caller to read the
 // VM again; other Harvester errors are transport errors.
 func (r *HarvesterMachineReconciler) reconcileResources(ctx context.Context, s *machineScope, vms vmService, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) error {
 	hm := s.hm
-	if !hm.Spec.Resizable() {
-		return nil
+	disksPending, disksGrown, refused, err := r.growDisks(ctx, hm, vms, vm.Namespace)
+	if err != nil || refused {
+		return err
+	}
+	if !hm.Spec.Resizable() && !disksGrown && conditions.Get(hm, infrav1.ResourcesUpToDateCondition) == nil {
+		return nil // nothing was ever resized: no condition to keep
 	}
 	sockets, guest := wantedSize(&hm.Spec)
 	domain := vm.Spec.Template.Spec.Domain
@@ -44,8 +49,7 @@ func (r *HarvesterMachineReconciler) reconcileResources(ctx context.Context, s *
 		err := vms.Resize(ctx, vm, setSockets, setGuest)
 		switch {
 		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-			r.Recorder.Eventf(hm, nil, corev1.EventTypeWarning, infrav1.ResizeRefusedReason, "Resize", "VM %s/%s: %s", vm.Namespace, vm.Name, err.Error())
-			setResourcesCondition(hm, metav1.ConditionFalse, infrav1.ResizeRefusedReason, "the VM's new size was refused: "+err.Error())
+			r.refused(hm, fmt.Sprintf("VM %s/%s", vm.Namespace, vm.Name), err)
 			return nil
 		case err != nil:
 			return err
@@ -61,12 +65,60 @@ func (r *HarvesterMachineReconciler) reconcileResources(ctx context.Context, s *
 			return nil
 		}
 	}
-	if pending := pendingResize(vmi, sockets, guest); pending != "" {
+	pending := pendingResize(vmi, sockets, guest)
+	if len(disksPending) > 0 {
+		if pending != "" {
+			pending += "; "
+		}
+		pending += "growing " + strings.Join(disksPending, ", ")
+	}
+	if pending != "" {
 		setResourcesCondition(hm, metav1.ConditionFalse, infrav1.ResizingReason, pending)
 		return nil
 	}
 	setResourcesCondition(hm, metav1.ConditionTrue, infrav1.ReadyReason, "")
 	return nil
+}
+
+// growDisks asks for the spec's size of each image disk whose volume is smaller (a disk the
+// webhook let grow in place) and says which are still smaller than asked (pending), whether any
+// disk was or is being grown, and whether a refusal was reported. Only image disks grow in place
+// (infrav1.InPlaceUpdate).
+func (r *HarvesterMachineReconciler) growDisks(ctx context.Context, hm *infrav1.HarvesterMachine, vms vmService, namespace string) (pending []string, grown, refused bool, err error) {
+	for i, d := range hm.Spec.Disks {
+		if d.Image == "" {
+			continue
+		}
+		name := hm.Spec.DiskName(i)
+		pvc, err := vms.Volume(ctx, namespace, build.ClaimName(hm, name))
+		if err != nil || pvc == nil {
+			return nil, false, false, err
+		}
+		asked := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+		if asked.Cmp(d.Size) < 0 {
+			err := vms.GrowVolume(ctx, pvc, d.Size)
+			switch {
+			case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+				r.refused(hm, fmt.Sprintf("disk %s (volume %s/%s)", name, pvc.Namespace, pvc.Name), err)
+				return nil, true, true, nil
+			case err != nil:
+				return nil, true, false, err
+			}
+			r.Recorder.Eventf(hm, nil, corev1.EventTypeNormal, infrav1.ResizingReason, "Resize", "Growing disk %s (volume %s/%s) from %s to %s", name, pvc.Namespace, pvc.Name, asked.String(), d.Size.String())
+			pending, grown = append(pending, fmt.Sprintf("disk %s to %s (asked)", name, d.Size.String())), true
+			continue
+		}
+		if have := pvc.Status.Capacity[corev1.ResourceStorage]; have.Cmp(d.Size) < 0 {
+			pending, grown = append(pending, fmt.Sprintf("disk %s to %s (has %s)", name, d.Size.String(), have.String())), true
+		}
+	}
+	return pending, grown, false, nil
+}
+
+// refused reports a size Harvester, KubeVirt or Kubernetes refused, with the refusal.
+func (r *HarvesterMachineReconciler) refused(hm *infrav1.HarvesterMachine, what string, err error) {
+	r.Recorder.Eventf(hm, nil, corev1.EventTypeWarning, infrav1.ResizeRefusedReason, "Resize", "%s: %s", what, err.Error())
+	setResourcesCondition(hm, metav1.ConditionFalse, infrav1.ResizeRefusedReason, "the new size of "+what+" was refused: "+err.Error())
 }
 
 // wantedSize is the VM's CPU sockets and guest memory a resizable machine's spec asks for (nil

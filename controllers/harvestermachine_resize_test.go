@@ -21,6 +21,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 )
 
 // A resizable machine's VM follows the machine's cpu and memory, decided on what Harvester shows
@@ -66,12 +67,20 @@ func TestMachineResizesItsVM(t *testing.T) {
 			hm.Spec.Memory, hm.Spec.MaxMemory = resource.MustParse(memory), ptr.To(resource.MustParse("8Gi"))
 		}
 	}
+	rootDisk := func(size string) func(*infrav1.HarvesterMachine) {
+		return func(hm *infrav1.HarvesterMachine) {
+			hm.Spec.Disks = []infrav1.Disk{{Image: "default/ubuntu-24.04", Size: resource.MustParse(size)}}
+		}
+	}
 	refused := apierrors.NewInvalid(schema.GroupKind{Group: "kubevirt.io", Kind: "VirtualMachine"}, "m",
 		field.ErrorList{field.Invalid(field.NewPath("spec", "template", "spec", "domain", "memory", "guest"), "10Gi", "must not exceed maxGuest")})
 	for _, tc := range []struct {
 		name      string
 		harvester *fakeHarvester
 		machine   func(*infrav1.HarvesterMachine)
+		// volume is the root disk's volume: asked and actual size ("" none).
+		volumeAsked, volumeHas string
+		wantGrown              []string
 		// wantResizes are Resize's calls; wantStatus and wantReason the ResourcesUpToDate
 		// condition ("" none); wantMessage a substring of its message; wantEvent of the event.
 		wantResizes []string
@@ -148,6 +157,44 @@ func TestMachineResizesItsVM(t *testing.T) {
 		}), state: harvester.VMState{Reason: infrav1.VMStoppedReason, Message: "the VM is stopped"}},
 		machine:    resizable(3, "4Gi"),
 		wantStatus: metav1.ConditionTrue, wantReason: infrav1.ReadyReason,
+	}, {
+		name:        "a machine without maximums whose image disk grew: its volume is asked for the new size",
+		harvester:   &fakeHarvester{vm: vm(nil), state: running(2, "4Gi", nil)},
+		machine:     rootDisk("50Gi"),
+		volumeAsked: "40Gi", volumeHas: "40Gi",
+		wantGrown:  []string{"disk-0=50Gi"},
+		wantStatus: metav1.ConditionFalse, wantReason: infrav1.ResizingReason,
+		wantMessage: "growing disk disk-0 to 50Gi (asked)", wantEvent: "Growing disk disk-0 (volume guests/",
+	}, {
+		name:        "the volume was asked for more and has not grown yet",
+		harvester:   &fakeHarvester{vm: vm(nil), state: running(2, "4Gi", nil)},
+		machine:     rootDisk("50Gi"),
+		volumeAsked: "50Gi", volumeHas: "40Gi",
+		wantStatus: metav1.ConditionFalse, wantReason: infrav1.ResizingReason,
+		wantMessage: "growing disk disk-0 to 50Gi (has 40Gi)",
+	}, {
+		name:      "the volume grew: up to date",
+		harvester: &fakeHarvester{vm: vm(nil), state: running(2, "4Gi", nil)},
+		machine: func(hm *infrav1.HarvesterMachine) {
+			rootDisk("50Gi")(hm)
+			hm.Status.Conditions = []metav1.Condition{{Type: infrav1.ResourcesUpToDateCondition, Status: metav1.ConditionFalse, Reason: infrav1.ResizingReason, LastTransitionTime: metav1.Now()}}
+		},
+		volumeAsked: "50Gi", volumeHas: "50Gi",
+		wantStatus: metav1.ConditionTrue, wantReason: infrav1.ReadyReason,
+	}, {
+		name: "Harvester's PVC webhook refuses the growth: reported with its message",
+		harvester: &fakeHarvester{vm: vm(nil), state: running(2, "4Gi", nil), growErr: apierrors.NewInvalid(schema.GroupKind{Kind: "PersistentVolumeClaim"}, "v",
+			field.ErrorList{field.Invalid(field.NewPath("spec"), "", "not able to expand volume: kubevirt ExpandDisks not included in featureGate")})},
+		machine:     rootDisk("50Gi"),
+		volumeAsked: "40Gi", volumeHas: "40Gi",
+		wantGrown:  []string{"disk-0=50Gi"},
+		wantStatus: metav1.ConditionFalse, wantReason: infrav1.ResizeRefusedReason,
+		wantMessage: "ExpandDisks not included", wantEvent: "ExpandDisks not included",
+	}, {
+		name:        "a machine without maximums at its volumes' size: no condition",
+		harvester:   &fakeHarvester{vm: vm(nil), state: running(2, "4Gi", nil)},
+		machine:     rootDisk("40Gi"),
+		volumeAsked: "40Gi", volumeHas: "40Gi",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			hm, objs := provisionedClusterMachine()
@@ -155,11 +202,25 @@ func TestMachineResizesItsVM(t *testing.T) {
 			if tc.machine != nil {
 				tc.machine(hm)
 			}
+			if tc.volumeAsked != "" {
+				claim := build.ClaimName(hm, hm.Spec.DiskName(0))
+				tc.harvester.volumes = map[string]*corev1.PersistentVolumeClaim{claim: {
+					ObjectMeta: metav1.ObjectMeta{Namespace: "guests", Name: claim},
+					Spec:       corev1.PersistentVolumeClaimSpec{Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(tc.volumeAsked)}}},
+					Status:     corev1.PersistentVolumeClaimStatus{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(tc.volumeHas)}},
+				}}
+				for i, g := range tc.wantGrown {
+					tc.wantGrown[i] = strings.Replace(g, "disk-0", claim, 1)
+				}
+			}
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(hm).Build()
 			recorder := events.NewFakeRecorder(10)
 			r := &HarvesterMachineReconciler{Client: c, Recorder: recorder, services: tc.harvester}
 			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hm)}); err != nil {
 				t.Fatal(err)
+			}
+			if strings.Join(tc.harvester.grown, "|") != strings.Join(tc.wantGrown, "|") {
+				t.Errorf("volumes grown %q, want %q", tc.harvester.grown, tc.wantGrown)
 			}
 			if strings.Join(tc.harvester.resizes, "|") != strings.Join(tc.wantResizes, "|") {
 				t.Errorf("resizes %q, want %q", tc.harvester.resizes, tc.wantResizes)

@@ -37,6 +37,10 @@ type vmService interface {
 	// Resize sets the VM's CPU sockets and guest memory (nil: unchanged), locked to vm's
 	// version; a refusal is an Invalid or BadRequest API error.
 	Resize(ctx context.Context, vm *kubevirtv1.VirtualMachine, sockets *uint32, guest *resource.Quantity) error
+	// Volume reads a volume of the machine's VM (nil when there is none); GrowVolume raises its
+	// requested size, locked to its version (a refusal is an Invalid or Forbidden API error).
+	Volume(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
+	GrowVolume(ctx context.Context, pvc *corev1.PersistentVolumeClaim, size resource.Quantity) error
 }
 
 // machineServices connect a machine's reconcile to its Harvester.

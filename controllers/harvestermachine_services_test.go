@@ -42,6 +42,21 @@ type fakeHarvester struct {
 	// resizes are Resize's calls ("sockets=N guest=Q", "-" for unchanged); resizeErr its answer.
 	resizes   []string
 	resizeErr error
+	// volumes are the VM's volumes by name (none: not made yet); grown are GrowVolume's calls
+	// ("name=size"), growErr its answer.
+	volumes map[string]*corev1.PersistentVolumeClaim
+	grown   []string
+	growErr error
+}
+
+func (f *fakeHarvester) Volume(_ context.Context, _, name string) (*corev1.PersistentVolumeClaim, error) {
+	return f.volumes[name], nil
+}
+
+func (f *fakeHarvester) GrowVolume(_ context.Context, pvc *corev1.PersistentVolumeClaim, size resource.Quantity) error {
+	f.calls = append(f.calls, "growVolume")
+	f.grown = append(f.grown, pvc.Name+"="+size.String())
+	return f.growErr
 }
 
 func (f *fakeHarvester) connect(context.Context, *machineScope) error {

@@ -81,15 +81,9 @@ func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr c
 			// A host being emptied (maintenance mode, an upgrade's taint, a cordon) moves its
 			// machines' VMs.
 			source.Kind(hc, client.Object(&corev1.Node{}), handler.EnqueueRequestsFromMapFunc(hostToMachines), hostEmptyingChanged),
-			// A deleting machine waits for its volumes to go.
-			source.Kind(hc, client.Object(&corev1.PersistentVolumeClaim{}), handler.EnqueueRequestsFromMapFunc(volumeToMachine),
-				predicate.Funcs{
-					CreateFunc: func(event.TypedCreateEvent[client.Object]) bool { return false },
-					DeleteFunc: func(event.TypedDeleteEvent[client.Object]) bool { return true },
-					UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
-						return !e.ObjectNew.GetDeletionTimestamp().IsZero()
-					},
-				}),
+			// A deleting machine waits for its volumes to go, a machine whose disk grows for its
+			// volume to grow.
+			source.Kind(hc, client.Object(&corev1.PersistentVolumeClaim{}), handler.EnqueueRequestsFromMapFunc(volumeToMachine), volumeChanged),
 		}
 	})
 	return nil
@@ -159,6 +153,22 @@ var observedChange = predicate.Funcs{UpdateFunc: func(e event.TypedUpdateEvent[c
 	}
 	return true
 }}
+
+// volumeChanged passes the volume updates a machine waits on: its deletion, and a change of its
+// requested size or capacity (a disk grown in place).
+var volumeChanged = predicate.Funcs{
+	CreateFunc: func(event.TypedCreateEvent[client.Object]) bool { return false },
+	DeleteFunc: func(event.TypedDeleteEvent[client.Object]) bool { return true },
+	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+		if !e.ObjectNew.GetDeletionTimestamp().IsZero() {
+			return true
+		}
+		o, ok1 := e.ObjectOld.(*corev1.PersistentVolumeClaim)
+		n, ok2 := e.ObjectNew.(*corev1.PersistentVolumeClaim)
+		return ok1 && ok2 && (!o.Spec.Resources.Requests.Storage().Equal(*n.Spec.Resources.Requests.Storage()) ||
+			!o.Status.Capacity.Storage().Equal(*n.Status.Capacity.Storage()))
+	},
+}
 
 // restartRequired is KubeVirt's RestartRequired condition of a VM, "" without one: a resize
 // that KubeVirt cannot make live shows there.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,8 +28,8 @@ import (
 // InPlaceUpdates is Cluster API's in-place update extension for HarvesterMachines (Runtime SDK
 // hooks CanUpdateMachine, CanUpdateMachineSet and UpdateMachine; docs/in-place-updates.md).
 // Asked whether a change can be made in place, it answers with a patch of what it can make:
-// the cpu and memory of a machine made with maxCPU and maxMemory, growing within them
-// (infrav1.InPlaceUpdate); Cluster API rolls out new machines for anything the patch leaves
+// the cpu and memory of a machine made with maxCPU and maxMemory, growing within them, and its
+// image disks' sizes, growing (infrav1.InPlaceUpdate); Cluster API rolls out new machines for anything the patch leaves
 // different (an image, a network, a Kubernetes version, the bootstrap config). Asked to make
 // it, it finds the change already written into the HarvesterMachine by Cluster API and reports
 // how far the machine's reconcile is (its ResourcesUpToDate condition): the reconcile does the
@@ -117,17 +119,18 @@ func (h *InPlaceUpdates) UpdateMachine(ctx context.Context, req *runtimehooksv1.
 		return
 	}
 	var spec infrav1.HarvesterMachineSpec
-	if err := json.Unmarshal(desired.Spec, &spec); err != nil || hm.Spec.CPU != spec.CPU || !hm.Spec.Memory.Equal(spec.Memory) {
+	if err := json.Unmarshal(desired.Spec, &spec); err != nil || hm.Spec.CPU != spec.CPU || !hm.Spec.Memory.Equal(spec.Memory) || !sameDiskSizes(hm.Spec.Disks, spec.Disks) {
 		// The copy read is older than the change Cluster API wrote (or newer: the next call sees).
 		resp.RetryAfterSeconds = InPlaceUpdateRetry
 		resp.Message = "waiting for the HarvesterMachine's change to be stored"
 		return
 	}
-	if !hm.Spec.Resizable() {
-		return // nothing the extension said it could change
-	}
 	c := conditions.Get(hm, infrav1.ResourcesUpToDateCondition)
 	switch {
+	case c == nil && observed(hm, infrav1.VirtualMachineReadyCondition):
+		// The reconcile saw this spec and had nothing to resize (a new template of the same
+		// content): nothing to wait for.
+		resp.Message = "nothing to resize"
 	case c == nil || c.ObservedGeneration < hm.Generation:
 		resp.RetryAfterSeconds = InPlaceUpdateRetry
 		resp.Message = "waiting for the machine's reconcile to see the change"
@@ -163,6 +166,17 @@ func (h *InPlaceUpdates) cannotMigrate(ctx context.Context, namespace, clusterNa
 		}
 	}
 	return fmt.Sprintf("not in place: failure domain %s is not one of Cluster %s/%s's", failureDomain, namespace, clusterName)
+}
+
+// observed says whether the machine's reconcile has set condition for the machine's current spec.
+func observed(hm *infrav1.HarvesterMachine, condition string) bool {
+	c := conditions.Get(hm, condition)
+	return c != nil && c.ObservedGeneration >= hm.Generation
+}
+
+// sameDiskSizes says whether two disk lists have the same sizes.
+func sameDiskSizes(a, b []infrav1.Disk) bool {
+	return slices.EqualFunc(a, b, func(x, y infrav1.Disk) bool { return x.Size.Equal(y.Size) })
 }
 
 // harvesterObject is the part of a hook's object the extension reads.
@@ -208,6 +222,9 @@ func inPlacePatch(current, desired runtime.RawExtension, kind string, specPath .
 	}
 	if !updated.Memory.Equal(curSpec.Memory) {
 		changes["memory"] = desRaw["memory"]
+	}
+	if !reflect.DeepEqual(updated.Disks, curSpec.Disks) {
+		changes["disks"] = desRaw["disks"] // the same disks, grown: desired's (a list is replaced whole)
 	}
 	why := ""
 	if len(refused) > 0 {

@@ -116,6 +116,23 @@ func TestInPlaceUpdateExtensionPatchesWhatAMachineTakesLive(t *testing.T) {
 		desired: spec(func(s *infrav1.HarvesterMachineSpec) { s.CPU, s.MaxCPU = 6, 8 }),
 		wantWhy: "fixed when it was made",
 	}, {
+		name: "a bigger image disk with more memory", inPlace: true,
+		current: spec(nil),
+		desired: spec(func(s *infrav1.HarvesterMachineSpec) {
+			s.Disks[0].Size, s.Memory = resource.MustParse("60Gi"), resource.MustParse("6Gi")
+		}),
+	}, {
+		name:    "a smaller disk",
+		current: spec(nil),
+		desired: spec(func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Size = resource.MustParse("30Gi") }),
+		wantWhy: "cannot shrink from 40Gi",
+	}, {
+		name:    "a bigger disk of a new image: a new disk",
+		current: spec(nil),
+		desired: spec(func(s *infrav1.HarvesterMachineSpec) {
+			s.Disks[0].Size, s.Disks[0].Image = resource.MustParse("60Gi"), "default/ubuntu-26.04"
+		}),
+	}, {
 		name:    "nothing of the HarvesterMachine changes (a new Kubernetes version): nothing to patch, no reason",
 		inPlace: true,
 		current: spec(nil), desired: spec(nil),
@@ -240,6 +257,10 @@ func TestInPlaceUpdateExtensionReportsTheResize(t *testing.T) {
 		{"done", stored(3, cond(metav1.ConditionTrue, infrav1.ReadyReason, "", 2)), runtimehooksv1.ResponseStatusSuccess, 0, "the VM has 3 CPUs and 4Gi memory"},
 		{"KubeVirt needs a restart", stored(3, cond(metav1.ConditionFalse, infrav1.ResizeNeedsRestartReason, "Memory-hotplug failed", 2)), runtimehooksv1.ResponseStatusFailure, 0, "RestartRequired: Memory-hotplug failed"},
 		{"Harvester refused", stored(3, cond(metav1.ConditionFalse, infrav1.ResizeRefusedReason, "denied", 2)), runtimehooksv1.ResponseStatusFailure, 0, "ResizeRefused: denied"},
+		{"nothing resized, the reconcile saw the spec", stored(3, &metav1.Condition{Type: infrav1.VirtualMachineReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason, ObservedGeneration: 2}),
+			runtimehooksv1.ResponseStatusSuccess, 0, "nothing to resize"},
+		{"nothing resized yet, the reconcile has not seen the spec", stored(3, &metav1.Condition{Type: infrav1.VirtualMachineReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason, ObservedGeneration: 1}),
+			runtimehooksv1.ResponseStatusSuccess, InPlaceUpdateRetry, "waiting for the machine's reconcile"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := fake.NewClientBuilder().WithScheme(scheme)

@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -9,8 +11,10 @@ import (
 
 // InPlaceUpdate is what of desired a running machine of spec current takes without a new VM:
 // current with desired's cpu when current has maxCPU (the same in both) and desired's cpu
-// lies between current's and it, and desired's memory likewise with maxMemory (and the same
-// reservedMemory). KubeVirt adds CPU sockets and guest memory to a running VM up to the
+// lies between current's and it, desired's memory likewise with maxMemory (and the same
+// reservedMemory), and desired's disk sizes where image disks only grow and nothing else of the
+// disks changes (Harvester's image storage classes allow volume expansion, and Longhorn and
+// KubeVirt's ExpandDisks grow a running VM's volume). KubeVirt adds CPU sockets and guest memory to a running VM up to the
 // maximums it was made with, and refuses fewer without a restart
 // (docs/decisions/0008-in-place-updates.md). refused says why each cpu or memory change that is
 // not taken cannot be; every other difference between the result and desired needs a new
@@ -47,6 +51,28 @@ func InPlaceUpdate(current, desired *HarvesterMachineSpec, path *field.Path) (up
 			refused = append(refused, field.Forbidden(p, "can grow only up to maxMemory ("+current.MaxMemory.String()+")"))
 		default:
 			updated.Memory = desired.Memory.DeepCopy()
+		}
+	}
+	if len(desired.Disks) == len(current.Disks) {
+		grown := slices.Clone(updated.Disks)
+		for i := range desired.Disks {
+			cur, des := current.Disks[i], desired.Disks[i]
+			if cur.Size.Equal(des.Size) {
+				continue
+			}
+			p := path.Child("disks").Index(i).Child("size")
+			switch {
+			case des.Size.Cmp(cur.Size) < 0:
+				refused = append(refused, field.Forbidden(p, "cannot shrink from "+cur.Size.String()+": volumes only grow"))
+			case cur.Image == "":
+				refused = append(refused, field.Forbidden(p, "only image disks grow in place (Harvester's image storage classes allow volume expansion; storage class "+cur.StorageClassName+" may not)"))
+			default:
+				grown[i].Size = des.Size.DeepCopy()
+			}
+		}
+		// The disks grow only when nothing else of them changes (a new image is a new disk).
+		if reflect.DeepEqual(grown, desired.Disks) {
+			updated.Disks = grown
 		}
 	}
 	return updated, refused

@@ -724,7 +724,8 @@ func TestImmutableFieldsAreRefusedOnUpdate(t *testing.T) {
 }
 
 // A machine made with maximums grows its CPUs and memory up to them in place (what Cluster API's
-// in-place updates write into it); it never shrinks, and nothing else changes with them.
+// in-place updates write into it), and any machine its image disks; nothing shrinks, and nothing
+// else changes with them.
 func TestResizableMachinesGrowWithinTheirMaximums(t *testing.T) {
 	env := management(t)
 	g := NewWithT(t)
@@ -760,6 +761,23 @@ func TestResizableMachinesGrowWithinTheirMaximums(t *testing.T) {
 	g.Expect(m.Spec.CPU).To(Equal(int32(4)))
 	g.Expect(m.Spec.Memory.String()).To(Equal("8Gi"))
 	expectInvalid(g, update(func(s *infrav1.HarvesterMachineSpec) { s.CPU = 3 }), "spec.cpu", "cannot shrink from 4")
+
+	// Image disks grow on any machine; nothing else of a disk changes with it.
+	plain := machine("growing-disks", func(s *infrav1.HarvesterMachineSpec) {
+		s.Disks = append(s.Disks, infrav1.Disk{StorageClassName: "longhorn", Size: resource.MustParse("10Gi")})
+	})
+	g.Expect(env.Client.Create(ctx, plain)).To(Succeed())
+	updatePlain := func(mutate func(*infrav1.HarvesterMachineSpec)) error {
+		changed := plain.DeepCopy()
+		mutate(&changed.Spec)
+		return env.Client.Update(ctx, changed)
+	}
+	expectInvalid(g, updatePlain(func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Size = resource.MustParse("20Gi") }), "spec.disks[0].size", "cannot shrink from 40Gi")
+	expectInvalid(g, updatePlain(func(s *infrav1.HarvesterMachineSpec) { s.Disks[1].Size = resource.MustParse("20Gi") }), "spec.disks[1].size", "only image disks grow in place")
+	expectInvalid(g, updatePlain(func(s *infrav1.HarvesterMachineSpec) {
+		s.Disks[0].Size, s.Disks[0].Image = resource.MustParse("50Gi"), "default/other-image"
+	}), "spec", "change the machine template")
+	g.Expect(updatePlain(func(s *infrav1.HarvesterMachineSpec) { s.Disks[0].Size = resource.MustParse("50Gi") })).To(Succeed())
 }
 
 // webhookCalls is how many requests the in-process webhook server has answered on path.

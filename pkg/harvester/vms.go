@@ -394,6 +394,36 @@ func (s *VMService) Resize(ctx context.Context, vm *kubevirtv1.VirtualMachine, s
 	return transport.ClassifyError(err, fmt.Sprintf("resizing VM %s/%s", vm.Namespace, vm.Name))
 }
 
+// Volume reads a volume (PVC) of the connection's cache: its size asked and its capacity; nil
+// when there is none.
+func (s *VMService) Volume(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := s.C.Cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pvc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, transport.ClassifyError(err, "reading volume "+namespace+"/"+name)
+	}
+	return pvc, nil
+}
+
+// GrowVolume raises a volume's requested size, locked to pvc's version, as Harvester's volume
+// expansion does: Kubernetes (the storage class must allow expansion), Harvester's PVC webhook
+// (online expansion: KubeVirt's ExpandDisks gate, a provisioner Harvester knows to expand online)
+// and the CSI driver decide; a refusal is an Invalid or Forbidden API error.
+func (s *VMService) GrowVolume(ctx context.Context, pvc *corev1.PersistentVolumeClaim, size resource.Quantity) error {
+	patched := pvc.DeepCopy()
+	if patched.Spec.Resources.Requests == nil {
+		patched.Spec.Resources.Requests = corev1.ResourceList{}
+	}
+	patched.Spec.Resources.Requests[corev1.ResourceStorage] = size
+	err := s.C.Patch(ctx, patched, client.MergeFromWithOptions(pvc, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) || apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+		return err
+	}
+	return transport.ClassifyError(err, fmt.Sprintf("growing volume %s/%s", pvc.Namespace, pvc.Name))
+}
+
 // Host reads a Harvester host (its Node) from the connection's cache.
 func (s *VMService) Host(ctx context.Context, name string) (*corev1.Node, error) {
 	host := &corev1.Node{}

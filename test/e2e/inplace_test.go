@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
@@ -33,7 +34,7 @@ import (
 // Every other scenario runs with the gates off, as clusterctl installs CAPI by default: there
 // every template change rolls out, as before.
 var _ = Describe("in-place updates", func() {
-	It("with CAPI's in-place gates and the extension registered, grows the CPUs and memory of a MachineDeployment's and a KubeadmControlPlane's machines in place (but those pinned to a one-host failure domain), and still rolls out an image change and a change beyond the maximums", func() {
+	It("with CAPI's in-place gates and the extension registered, grows the CPUs, memory and disks of a MachineDeployment's and the CPUs of a KubeadmControlPlane's machines in place (but those pinned to a one-host failure domain), and still rolls out an image change and a change beyond the maximums", func() {
 		opts := providerOptions
 		opts.Variables = maps.Clone(opts.Variables)
 		if opts.Variables == nil {
@@ -210,8 +211,13 @@ var _ = Describe("in-place updates", func() {
 			Expect(c.Patch(ctx, md, client.MergeFrom(base))).To(Succeed())
 		}
 
-		By("workers: a new template with 3 CPUs and 6Gi: the same Machines, VMs, providerIDs and Nodes, their VMIs grown")
-		newTemplate(name+"-md-0", name+"-md-0-bigger", func(s *infrav1.HarvesterMachineSpec) { s.CPU, s.Memory = 3, resource.MustParse("6Gi") })
+		By("workers: a new template with 3 CPUs, 6Gi and a root disk 10Gi bigger: the same Machines, VMs, providerIDs and Nodes, their VMIs and volumes grown")
+		var rootDisk resource.Quantity
+		newTemplate(name+"-md-0", name+"-md-0-bigger", func(s *infrav1.HarvesterMachineSpec) {
+			s.CPU, s.Memory = 3, resource.MustParse("6Gi")
+			s.Disks[0].Size.Add(resource.MustParse("10Gi"))
+			rootDisk = s.Disks[0].Size.DeepCopy()
+		})
 		start := time.Now()
 		pointWorkersAt(name + "-md-0-bigger")
 		Eventually(func(g Gomega) {
@@ -230,9 +236,12 @@ var _ = Describe("in-place updates", func() {
 				g.Expect(conditions.IsTrue(hm, infrav1.ResourcesUpToDateCondition)).To(BeTrue(), "machine %s: %+v", n, conditions.Get(hm, infrav1.ResourcesUpToDateCondition))
 				g.Expect(vmiSockets(g, hm)).To(Equal(uint32(3)), "machine %s", n)
 				g.Expect(hm.Annotations[clusterv1.TemplateClonedFromNameAnnotation]).To(Equal(name+"-md-0-bigger"), "machine %s", n)
+				pvc := &corev1.PersistentVolumeClaim{}
+				g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: build.ClaimName(hm, hm.Spec.DiskName(0))}, pvc)).To(Succeed())
+				g.Expect(pvc.Status.Capacity.Storage().Equal(rootDisk)).To(BeTrue(), "machine %s's root volume has %s", n, pvc.Status.Capacity.Storage())
 			}
 		}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
-		GinkgoWriter.Printf("in place: 2 workers grown in %s\n", time.Since(start).Round(time.Second))
+		GinkgoWriter.Printf("in place: 2 workers grown (CPUs, memory, root disk) in %s\n", time.Since(start).Round(time.Second))
 		Expect(slices.Sorted(maps.Keys(seen))).To(Equal(slices.Sorted(maps.Keys(before))), "no Machine was made")
 
 		By("control plane: a new template with 3 CPUs: KCP updates its machines in zone-a (two hosts) in place, one at a time, and replaces those in zone-b (one host: a VM there cannot migrate, which KubeVirt's resize needs)")

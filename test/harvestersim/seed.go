@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
@@ -227,11 +228,14 @@ func (h *Harvester) AddImage(ctx context.Context, namespace, name string, import
 	return createIfMissing(ctx, h.Env.Client, storageClass(img.Status.StorageClassName, false))
 }
 
+// storageClass is a Longhorn storage class as Harvester makes them (its default class, and one
+// per image in pkg/image/backingimage), volume expansion allowed.
 func storageClass(name string, isDefault bool) *storagev1.StorageClass {
 	sc := &storagev1.StorageClass{
-		ObjectMeta:  metav1.ObjectMeta{Name: name},
-		Provisioner: "driver.longhorn.io",
-		Parameters:  map[string]string{"numberOfReplicas": "3"},
+		ObjectMeta:           metav1.ObjectMeta{Name: name},
+		Provisioner:          "driver.longhorn.io",
+		Parameters:           map[string]string{"numberOfReplicas": "3"},
+		AllowVolumeExpansion: ptr.To(true),
 	}
 	if isDefault {
 		sc.Annotations = map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}

@@ -83,7 +83,18 @@ func (r *pvcReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 		return ctrl.Result{}, nil
 	}
-	if pvc.Status.Phase == corev1.ClaimBound || pvc.Spec.StorageClassName == nil {
+	if pvc.Spec.StorageClassName == nil {
+		return ctrl.Result{}, nil
+	}
+	if pvc.Status.Phase == corev1.ClaimBound {
+		// Longhorn's CSI driver and the external resizer grow a bound volume whose request
+		// grew (Kubernetes admits that only where the class allows expansion): a block volume
+		// has its new capacity at once, and KubeVirt's ExpandDisks hands it to the running guest.
+		asked := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+		if has := pvc.Status.Capacity[corev1.ResourceStorage]; has.Cmp(asked) < 0 {
+			pvc.Status.Capacity[corev1.ResourceStorage] = asked
+			return ctrl.Result{}, r.Status().Update(ctx, pvc)
+		}
 		return ctrl.Result{}, nil
 	}
 	sc := &storagev1.StorageClass{}

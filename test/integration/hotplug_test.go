@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 )
 
 // A machine with CPU and memory maximums gets a VM that Harvester's mutator leaves
@@ -21,7 +23,9 @@ import (
 // (what Cluster API's in-place update writes into it): it patches the VM's sockets and guest
 // memory as Harvester's hotplug action does, KubeVirt's VM controller and workload updater
 // change the running VMI through a live migration (same VMI), and the machine's
-// ResourcesUpToDate condition follows until the VMI has the new size. (With a memory limit on
+// ResourcesUpToDate condition follows until the VMI has the new size; its image disk grows too
+// (the volume's request raised, through Kubernetes' resize admission and Harvester's PVC webhook,
+// which checks KubeVirt's ExpandDisks gate and the provisioner's online expansion). (With a memory limit on
 // the VM, as the provider sets on others, KubeVirt's hotplug makes a migration target pod that
 // asks for more memory than its limit, and the migration never starts: this test found it.)
 func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
@@ -61,6 +65,7 @@ func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 	g.Eventually(func() error {
 		hm := machine(g)
 		hm.Spec.CPU, hm.Spec.Memory = 3, resource.MustParse("6Gi")
+		hm.Spec.Disks[0].Size = resource.MustParse("50Gi")
 		return c.Update(ctx, hm)
 	}, 10*time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -76,6 +81,10 @@ func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 		g.Expect(vmi.Status.CurrentCPUTopology).To(Equal(&kubevirtv1.CPUTopology{Sockets: 3, Cores: 1, Threads: 1}), "VMI conditions %+v", vmi.Status.Conditions)
 		g.Expect(vmi.Status.Memory.GuestRequested.String()).To(Equal("6Gi"))
 		g.Expect(vmi.Status.MigrationState).NotTo(BeNil(), "KubeVirt moved the VMI to give it the new size")
+		pvc := &corev1.PersistentVolumeClaim{}
+		g.Expect(h.Get(ctx, client.ObjectKey{Namespace: "guests", Name: build.ClaimName(hm, hm.Spec.DiskName(0))}, pvc)).To(Succeed())
+		g.Expect(pvc.Spec.Resources.Requests.Storage().String()).To(Equal("50Gi"))
+		g.Expect(pvc.Status.Capacity.Storage().String()).To(Equal("50Gi"))
 		g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
 	}, time.Minute, 100*time.Millisecond).Should(Succeed())
 	g.Expect(resizing).NotTo(BeEmpty(), "the machine said it was resizing on the way")

@@ -589,7 +589,8 @@ func newLazyMapper(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, 
 // in 50 such clusters the whole objects took 1.2 GB of the manager's heap (docs/performance.md).
 // Managed fields go from every kind (nothing reads them, and an update without them leaves the
 // server's as they are); a VMI keeps its status and of its spec the networks and hostname (what
-// addresses are read with); a volume only its metadata (what a machine's deletion waits on).
+// addresses are read with); a volume its metadata (what a machine's deletion waits on) and its
+// requested and actual size (what a disk grown in place waits on).
 func slimCached(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *kubevirtv1.VirtualMachineInstance:
@@ -600,7 +601,9 @@ func slimCached(obj any) (any, error) {
 			Status:     o.Status,
 		}, nil
 	case *corev1.PersistentVolumeClaim:
-		return &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: withoutManagedFields(o.ObjectMeta)}, nil
+		return &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: withoutManagedFields(o.ObjectMeta),
+			Spec:   corev1.PersistentVolumeClaimSpec{Resources: o.Spec.Resources},
+			Status: corev1.PersistentVolumeClaimStatus{Phase: o.Status.Phase, Capacity: o.Status.Capacity}}, nil
 	case *lbv1.LoadBalancer:
 		if o.Labels[naming.LabelManagedBy] == naming.ManagedByValue && o.Labels[guestcloud.LabelLBCluster] == "" {
 			o.SetManagedFields(nil)
