@@ -208,6 +208,11 @@ func run(o *options) error {
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 			return fmt.Errorf("adding the webhook readiness check: %w", err)
 		}
+	} else if o.inPlaceUpdates {
+		// The hooks alone: the manager starts its webhook server only once something asks for it.
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return fmt.Errorf("adding the webhook readiness check: %w", err)
+		}
 	} else if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}

@@ -11,10 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
 // reconcileResources gives a machine's VM the CPUs, memory and disk sizes of its spec, which may
@@ -32,7 +34,8 @@ func (r *HarvesterMachineReconciler) reconcileResources(ctx context.Context, s *
 	if err != nil || refused {
 		return err
 	}
-	if !hm.Spec.Resizable() && !disksGrown && conditions.Get(hm, infrav1.ResourcesUpToDateCondition) == nil {
+	_, inPlace := hm.Annotations[clusterv1.UpdateInProgressAnnotation]
+	if !hm.Spec.Resizable() && !disksGrown && !inPlace && conditions.Get(hm, infrav1.ResourcesUpToDateCondition) == nil {
 		return nil // nothing was ever resized: no condition to keep
 	}
 	sockets, guest := wantedSize(&hm.Spec)
@@ -58,22 +61,24 @@ func (r *HarvesterMachineReconciler) reconcileResources(ctx context.Context, s *
 		setResourcesCondition(hm, metav1.ConditionFalse, infrav1.ResizingReason, "asked KubeVirt for "+sizeText(&hm.Spec))
 		return nil
 	}
-	for _, c := range vm.Status.Conditions {
-		if c.Type == kubevirtv1.VirtualMachineRestartRequired && c.Status == corev1.ConditionTrue {
-			setResourcesCondition(hm, metav1.ConditionFalse, infrav1.ResizeNeedsRestartReason,
-				fmt.Sprintf("KubeVirt cannot give the running VM %s: %s", sizeText(&hm.Spec), c.Message))
+	if pending := pendingResize(vmi, sockets, guest); pending != "" {
+		// KubeVirt resizes a running VM only through a live migration.
+		for _, c := range vm.Status.Conditions {
+			if c.Type == kubevirtv1.VirtualMachineRestartRequired && c.Status == corev1.ConditionTrue {
+				setResourcesCondition(hm, metav1.ConditionFalse, infrav1.ResizeNeedsRestartReason,
+					fmt.Sprintf("KubeVirt cannot give the running VM %s: %s", sizeText(&hm.Spec), c.Message))
+				return nil
+			}
+		}
+		if !liveMigratable(vmi) {
+			setResourcesCondition(hm, metav1.ConditionFalse, infrav1.ResizeNeedsRestartReason, fmt.Sprintf(
+				"KubeVirt gives a running VM more CPUs or memory through a live migration, and this VM cannot migrate (%s): it keeps its size until it restarts", liveMigratableMessage(vmi)))
 			return nil
 		}
+		disksPending = append([]string{pending}, disksPending...)
 	}
-	pending := pendingResize(vmi, sockets, guest)
 	if len(disksPending) > 0 {
-		if pending != "" {
-			pending += "; "
-		}
-		pending += "growing " + strings.Join(disksPending, ", ")
-	}
-	if pending != "" {
-		setResourcesCondition(hm, metav1.ConditionFalse, infrav1.ResizingReason, pending)
+		setResourcesCondition(hm, metav1.ConditionFalse, infrav1.ResizingReason, strings.Join(disksPending, "; "))
 		return nil
 	}
 	setResourcesCondition(hm, metav1.ConditionTrue, infrav1.ReadyReason, "")
@@ -81,8 +86,8 @@ func (r *HarvesterMachineReconciler) reconcileResources(ctx context.Context, s *
 }
 
 // growDisks asks for the spec's size of each image disk whose volume is smaller (a disk the
-// webhook let grow in place) and says which are still smaller than asked (pending), whether any
-// disk was or is being grown, and whether a refusal was reported. Only image disks grow in place
+// webhook let grow in place) and says what is still missing (pending), whether any disk was or
+// is being grown, and whether a refusal was reported. Only image disks grow in place
 // (infrav1.InPlaceUpdate).
 func (r *HarvesterMachineReconciler) growDisks(ctx context.Context, hm *infrav1.HarvesterMachine, vms vmService, namespace string) (pending []string, grown, refused bool, err error) {
 	for i, d := range hm.Spec.Disks {
@@ -90,9 +95,14 @@ func (r *HarvesterMachineReconciler) growDisks(ctx context.Context, hm *infrav1.
 			continue
 		}
 		name := hm.Spec.DiskName(i)
-		pvc, err := vms.Volume(ctx, namespace, build.ClaimName(hm, name))
-		if err != nil || pvc == nil {
+		claim := build.ClaimName(hm, name)
+		pvc, err := vms.Volume(ctx, namespace, claim)
+		if err != nil {
 			return nil, false, false, err
+		}
+		if pvc == nil {
+			pending = append(pending, fmt.Sprintf("disk %s: volume %s/%s not found", name, namespace, claim))
+			continue
 		}
 		asked := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 		if asked.Cmp(d.Size) < 0 {
@@ -105,20 +115,26 @@ func (r *HarvesterMachineReconciler) growDisks(ctx context.Context, hm *infrav1.
 				return nil, true, false, err
 			}
 			r.Recorder.Eventf(hm, nil, corev1.EventTypeNormal, infrav1.ResizingReason, "Resize", "Growing disk %s (volume %s/%s) from %s to %s", name, pvc.Namespace, pvc.Name, asked.String(), d.Size.String())
-			pending, grown = append(pending, fmt.Sprintf("disk %s to %s (asked)", name, d.Size.String())), true
+			pending, grown = append(pending, fmt.Sprintf("growing disk %s to %s (asked)", name, d.Size.String())), true
 			continue
 		}
 		if have := pvc.Status.Capacity[corev1.ResourceStorage]; have.Cmp(d.Size) < 0 {
-			pending, grown = append(pending, fmt.Sprintf("disk %s to %s (has %s)", name, d.Size.String(), have.String())), true
+			pending, grown = append(pending, fmt.Sprintf("growing disk %s to %s (has %s)", name, d.Size.String(), have.String())), true
 		}
 	}
 	return pending, grown, false, nil
 }
 
-// refused reports a size Harvester, KubeVirt or Kubernetes refused, with the refusal.
+// refused reports a size Harvester, KubeVirt or Kubernetes refused, with the refusal as the
+// transport classifies it (a Status message cut to its bound, a body that is no Status not
+// echoed).
 func (r *HarvesterMachineReconciler) refused(hm *infrav1.HarvesterMachine, what string, err error) {
-	r.Recorder.Eventf(hm, nil, corev1.EventTypeWarning, infrav1.ResizeRefusedReason, "Resize", "%s: %s", what, err.Error())
-	setResourcesCondition(hm, metav1.ConditionFalse, infrav1.ResizeRefusedReason, "the new size of "+what+" was refused: "+err.Error())
+	msg := err.Error()
+	if e, ok := transport.AsError(transport.ClassifyError(err, "the new size of "+what)); ok {
+		msg = e.Message
+	}
+	r.Recorder.Eventf(hm, nil, corev1.EventTypeWarning, infrav1.ResizeRefusedReason, "Resize", "%s", msg)
+	setResourcesCondition(hm, metav1.ConditionFalse, infrav1.ResizeRefusedReason, "refused: "+msg)
 }
 
 // wantedSize is the VM's CPU sockets and guest memory a resizable machine's spec asks for (nil
@@ -150,9 +166,10 @@ func pendingResize(vmi *kubevirtv1.VirtualMachineInstance, sockets *uint32, gues
 		waiting = append(waiting, fmt.Sprintf("%d CPUs (has %d)", *sockets, have))
 	}
 	if guest != nil {
+		// What the guest has, not what was asked of it.
 		var have *resource.Quantity
 		if m := vmi.Status.Memory; m != nil {
-			have = m.GuestRequested
+			have = m.GuestCurrent
 		}
 		if have == nil || have.Cmp(*guest) < 0 {
 			had := "?"
@@ -171,8 +188,16 @@ func pendingResize(vmi *kubevirtv1.VirtualMachineInstance, sockets *uint32, gues
 			msg += "; " + string(c.Type) + ": " + c.Message
 		}
 	}
-	if ms := vmi.Status.MigrationState; ms != nil && !ms.Completed {
-		msg += "; migrating to " + ms.TargetNode
+	if ms := vmi.Status.MigrationState; ms != nil {
+		switch {
+		case ms.Failed:
+			msg += "; the last migration failed"
+			if ms.FailureReason != "" {
+				msg += ": " + ms.FailureReason
+			}
+		case !ms.Completed:
+			msg += "; migrating to " + ms.TargetNode
+		}
 	}
 	return msg
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,7 +54,7 @@ func TestMachineResizesItsVM(t *testing.T) {
 		vmi := &kubevirtv1.VirtualMachineInstance{Status: kubevirtv1.VirtualMachineInstanceStatus{
 			Phase: kubevirtv1.Running, NodeName: "host-1",
 			CurrentCPUTopology: &kubevirtv1.CPUTopology{Sockets: sockets, Cores: 1, Threads: 1},
-			Memory:             &kubevirtv1.MemoryStatus{GuestRequested: ptr.To(resource.MustParse(guest))},
+			Memory:             &kubevirtv1.MemoryStatus{GuestRequested: ptr.To(resource.MustParse(guest)), GuestCurrent: ptr.To(resource.MustParse(guest))},
 		}}
 		if mutate != nil {
 			mutate(&vmi.Status)
@@ -134,7 +135,7 @@ func TestMachineResizesItsVM(t *testing.T) {
 		machine:    resizable(3, "6Gi"),
 		wantStatus: metav1.ConditionTrue, wantReason: infrav1.ReadyReason,
 	}, {
-		name: "KubeVirt says the change needs a restart: reported with its message, not retried",
+		name: "KubeVirt says the change needs a restart: reported with its message",
 		harvester: &fakeHarvester{vm: vm(func(v *kubevirtv1.VirtualMachine) {
 			v.Spec.Template.Spec.Domain.Memory.Guest = ptr.To(resource.MustParse("6Gi"))
 			v.Status.Conditions = []kubevirtv1.VirtualMachineCondition{{Type: kubevirtv1.VirtualMachineRestartRequired, Status: corev1.ConditionTrue,
@@ -143,6 +144,34 @@ func TestMachineResizesItsVM(t *testing.T) {
 		machine:    resizable(2, "6Gi"),
 		wantStatus: metav1.ConditionFalse, wantReason: infrav1.ResizeNeedsRestartReason,
 		wantMessage: "KubeVirt cannot give the running VM 2 CPUs and 6Gi memory: memory updated in template spec. Memory-hotplug failed",
+	}, {
+		name: "the VMI cannot migrate, which KubeVirt's resize needs: reported, not left Resizing",
+		harvester: &fakeHarvester{vm: vm(func(v *kubevirtv1.VirtualMachine) {
+			v.Spec.Template.Spec.Domain.CPU.Sockets = 3
+		}), state: running(2, "4Gi", func(s *kubevirtv1.VirtualMachineInstanceStatus) {
+			s.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceIsMigratable, Status: corev1.ConditionFalse,
+				Reason: "DisksNotLiveMigratable", Message: "cannot migrate VMI with non-shared PVCs"}}
+		})},
+		machine:    resizable(3, "4Gi"),
+		wantStatus: metav1.ConditionFalse, wantReason: infrav1.ResizeNeedsRestartReason,
+		wantMessage: "this VM cannot migrate (DisksNotLiveMigratable: cannot migrate VMI with non-shared PVCs)",
+	}, {
+		name: "the resize's migration failed: said, still Resizing (KubeVirt's workload updater tries again)",
+		harvester: &fakeHarvester{vm: vm(func(v *kubevirtv1.VirtualMachine) {
+			v.Spec.Template.Spec.Domain.CPU.Sockets = 3
+		}), state: running(2, "4Gi", func(s *kubevirtv1.VirtualMachineInstanceStatus) {
+			s.MigrationState = &kubevirtv1.VirtualMachineInstanceMigrationState{Failed: true, FailureReason: "target pod unschedulable"}
+		})},
+		machine:    resizable(3, "4Gi"),
+		wantStatus: metav1.ConditionFalse, wantReason: infrav1.ResizingReason,
+		wantMessage: "the last migration failed: target pod unschedulable",
+	}, {
+		name: "a RestartRequired of the VM for another change does not fail a resize that is done",
+		harvester: &fakeHarvester{vm: vm(func(v *kubevirtv1.VirtualMachine) {
+			v.Status.Conditions = []kubevirtv1.VirtualMachineCondition{{Type: kubevirtv1.VirtualMachineRestartRequired, Status: corev1.ConditionTrue, Message: "a non-live-updatable field was changed"}}
+		}), state: running(2, "4Gi", nil)},
+		machine:    resizable(2, "4Gi"),
+		wantStatus: metav1.ConditionTrue, wantReason: infrav1.ReadyReason,
 	}, {
 		name:        "Harvester's or KubeVirt's webhook refuses the new size: reported with the refusal and a warning",
 		harvester:   &fakeHarvester{vm: vm(nil), state: running(2, "4Gi", nil), resizeErr: refused},
@@ -190,6 +219,14 @@ func TestMachineResizesItsVM(t *testing.T) {
 		wantGrown:  []string{"disk-0=50Gi"},
 		wantStatus: metav1.ConditionFalse, wantReason: infrav1.ResizeRefusedReason,
 		wantMessage: "ExpandDisks not included", wantEvent: "ExpandDisks not included",
+	}, {
+		name:      "a machine being updated in place whose volume is not (yet) seen: waits, says so",
+		harvester: &fakeHarvester{vm: vm(nil), state: running(2, "4Gi", nil), volumes: map[string]*corev1.PersistentVolumeClaim{}},
+		machine: func(hm *infrav1.HarvesterMachine) {
+			rootDisk("50Gi")(hm)
+			hm.Annotations = map[string]string{clusterv1.UpdateInProgressAnnotation: ""}
+		},
+		wantStatus: metav1.ConditionFalse, wantReason: infrav1.ResizingReason, wantMessage: "disk disk-0: volume guests/",
 	}, {
 		name:        "a machine without maximums at its volumes' size: no condition",
 		harvester:   &fakeHarvester{vm: vm(nil), state: running(2, "4Gi", nil)},

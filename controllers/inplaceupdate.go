@@ -127,11 +127,9 @@ func (h *InPlaceUpdates) UpdateMachine(ctx context.Context, req *runtimehooksv1.
 	}
 	c := conditions.Get(hm, infrav1.ResourcesUpToDateCondition)
 	switch {
-	case c == nil && observed(hm, infrav1.VirtualMachineReadyCondition):
-		// The reconcile saw this spec and had nothing to resize (a new template of the same
-		// content): nothing to wait for.
-		resp.Message = "nothing to resize"
 	case c == nil || c.ObservedGeneration < hm.Generation:
+		// The reconcile reports on every machine being updated in place (CAPI's
+		// update-in-progress annotation), also one that has nothing to resize.
 		resp.RetryAfterSeconds = InPlaceUpdateRetry
 		resp.Message = "waiting for the machine's reconcile to see the change"
 	case c.Status == metav1.ConditionTrue:
@@ -145,17 +143,27 @@ func (h *InPlaceUpdates) UpdateMachine(ctx context.Context, req *runtimehooksv1.
 	}
 }
 
-// cannotMigrate says why machines placed in failureDomain of a cluster cannot be resized in
-// place ("" when they can): KubeVirt resizes a running VM through a live migration, and a VM
-// pinned to a failure domain of one host (the cluster's failure domains count their hosts) has
-// nowhere to migrate to; its resize would wait for ever. Not knowing means no.
+// cannotMigrate says why machines placed in failureDomain of a cluster (anywhere when "") cannot
+// be resized in place ("" when they can): KubeVirt resizes a running VM through a live migration,
+// and a VM pinned to a failure domain of one host, or on a Harvester of one host (the cluster's
+// failure domains count their hosts), has nowhere to migrate to; its resize would wait for ever.
+// Not knowing means no.
 func (h *InPlaceUpdates) cannotMigrate(ctx context.Context, namespace, clusterName, failureDomain string) string {
-	if failureDomain == "" {
-		return ""
-	}
 	cluster := &clusterv1.Cluster{}
 	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: clusterName}, cluster); err != nil {
 		return fmt.Sprintf("not in place: reading Cluster %s/%s for its failure domains: %v", namespace, clusterName, err)
+	}
+	if failureDomain == "" {
+		// Anywhere on the Harvester cluster: its hosts are those of every domain.
+		hosts := 0
+		for _, fd := range cluster.Status.FailureDomains {
+			n, _ := strconv.Atoi(fd.Attributes[build.FailureDomainHostsKey])
+			hosts += n
+		}
+		if hosts > 1 {
+			return ""
+		}
+		return "not in place: the Harvester cluster has one host (as its failure domains count them): KubeVirt resizes a running VM through a live migration, which needs another host"
 	}
 	for _, fd := range cluster.Status.FailureDomains {
 		if fd.Name == failureDomain {
@@ -166,12 +174,6 @@ func (h *InPlaceUpdates) cannotMigrate(ctx context.Context, namespace, clusterNa
 		}
 	}
 	return fmt.Sprintf("not in place: failure domain %s is not one of Cluster %s/%s's", failureDomain, namespace, clusterName)
-}
-
-// observed says whether the machine's reconcile has set condition for the machine's current spec.
-func observed(hm *infrav1.HarvesterMachine, condition string) bool {
-	c := conditions.Get(hm, condition)
-	return c != nil && c.ObservedGeneration >= hm.Generation
 }
 
 // sameDiskSizes says whether two disk lists have the same sizes.

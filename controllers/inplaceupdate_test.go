@@ -74,7 +74,14 @@ func TestInPlaceUpdateExtensionPatchesWhatAMachineTakesLive(t *testing.T) {
 		bj, _ := json.Marshal(b["spec"])
 		return string(aj) == string(bj)
 	}
-	h := &InPlaceUpdates{}
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A cluster on a Harvester of three hosts in one zone: its machines can migrate.
+	threeHosts := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "three-hosts"},
+		Status: clusterv1.ClusterStatus{FailureDomains: []clusterv1.FailureDomain{{Name: "zone-a", Attributes: map[string]string{build.FailureDomainHostsKey: "3"}}}}}
+	h := &InPlaceUpdates{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(threeHosts).WithStatusSubresource(threeHosts).Build()}
 	for _, tc := range []struct {
 		name    string
 		current infrav1.HarvesterMachineSpec
@@ -139,11 +146,13 @@ func TestInPlaceUpdateExtensionPatchesWhatAMachineTakesLive(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			setReq := &runtimehooksv1.CanUpdateMachineSetRequest{}
+			setReq.Current.MachineSet.Namespace, setReq.Current.MachineSet.Spec.ClusterName = "ns", "three-hosts"
 			setReq.Current.InfrastructureMachineTemplate, setReq.Desired.InfrastructureMachineTemplate = template(tc.current), template(tc.desired)
 			setResp := &runtimehooksv1.CanUpdateMachineSetResponse{}
 			h.CanUpdateMachineSet(context.Background(), setReq, setResp)
 
 			machineReq := &runtimehooksv1.CanUpdateMachineRequest{}
+			machineReq.Current.Machine.Namespace, machineReq.Current.Machine.Spec.ClusterName = "ns", "three-hosts"
 			machineReq.Current.InfrastructureMachine, machineReq.Desired.InfrastructureMachine = machine(tc.current), machine(tc.desired)
 			machineResp := &runtimehooksv1.CanUpdateMachineResponse{}
 			h.CanUpdateMachine(context.Background(), machineReq, machineResp)
@@ -183,7 +192,7 @@ func TestInPlaceUpdateExtensionPatchesWhatAMachineTakesLive(t *testing.T) {
 			}}}
 		h := &InPlaceUpdates{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster).WithStatusSubresource(cluster).Build()}
 		bigger := spec(func(s *infrav1.HarvesterMachineSpec) { s.CPU = 3 })
-		for domain, want := range map[string]string{"zone-a": "", "zone-b": "failure domain zone-b, which has one Harvester host", "zone-c": "not one of Cluster ns/c's"} {
+		for domain, want := range map[string]string{"zone-a": "", "": "", "zone-b": "failure domain zone-b, which has one Harvester host", "zone-c": "not one of Cluster ns/c's"} {
 			setReq := &runtimehooksv1.CanUpdateMachineSetRequest{}
 			setReq.Current.MachineSet = clusterv1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers"},
 				Spec: clusterv1.MachineSetSpec{ClusterName: "c", Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{FailureDomain: domain}}}}
@@ -204,6 +213,25 @@ func TestInPlaceUpdateExtensionPatchesWhatAMachineTakesLive(t *testing.T) {
 					t.Errorf("%s in %s: patch %s message %q, want a patch: %v, message %q", what, domain, got.patch.Patch, got.msg, want == "", want)
 				}
 			}
+		}
+	})
+
+	t.Run("a Harvester of one host: no patch, nowhere to migrate", func(t *testing.T) {
+		scheme, err := NewScheme()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
+			Status: clusterv1.ClusterStatus{FailureDomains: []clusterv1.FailureDomain{{Name: "harvester-1", Attributes: map[string]string{build.FailureDomainHostsKey: "1"}}}}}
+		h := &InPlaceUpdates{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster).WithStatusSubresource(cluster).Build()}
+		req := &runtimehooksv1.CanUpdateMachineSetRequest{}
+		req.Current.MachineSet = clusterv1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers"}, Spec: clusterv1.MachineSetSpec{ClusterName: "c"}}
+		req.Current.InfrastructureMachineTemplate = template(spec(nil))
+		req.Desired.InfrastructureMachineTemplate = template(spec(func(s *infrav1.HarvesterMachineSpec) { s.CPU = 3 }))
+		resp := &runtimehooksv1.CanUpdateMachineSetResponse{}
+		h.CanUpdateMachineSet(context.Background(), req, resp)
+		if resp.InfrastructureMachineTemplatePatch.IsDefined() || !strings.Contains(resp.Message, "has one host") {
+			t.Errorf("patch %s message %q, want none and why", resp.InfrastructureMachineTemplatePatch.Patch, resp.Message)
 		}
 	})
 
@@ -257,9 +285,7 @@ func TestInPlaceUpdateExtensionReportsTheResize(t *testing.T) {
 		{"done", stored(3, cond(metav1.ConditionTrue, infrav1.ReadyReason, "", 2)), runtimehooksv1.ResponseStatusSuccess, 0, "the VM has 3 CPUs and 4Gi memory"},
 		{"KubeVirt needs a restart", stored(3, cond(metav1.ConditionFalse, infrav1.ResizeNeedsRestartReason, "Memory-hotplug failed", 2)), runtimehooksv1.ResponseStatusFailure, 0, "RestartRequired: Memory-hotplug failed"},
 		{"Harvester refused", stored(3, cond(metav1.ConditionFalse, infrav1.ResizeRefusedReason, "denied", 2)), runtimehooksv1.ResponseStatusFailure, 0, "ResizeRefused: denied"},
-		{"nothing resized, the reconcile saw the spec", stored(3, &metav1.Condition{Type: infrav1.VirtualMachineReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason, ObservedGeneration: 2}),
-			runtimehooksv1.ResponseStatusSuccess, 0, "nothing to resize"},
-		{"nothing resized yet, the reconcile has not seen the spec", stored(3, &metav1.Condition{Type: infrav1.VirtualMachineReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason, ObservedGeneration: 1}),
+		{"no resize reported yet (the VM's condition is no answer)", stored(3, &metav1.Condition{Type: infrav1.VirtualMachineReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason, ObservedGeneration: 2}),
 			runtimehooksv1.ResponseStatusSuccess, InPlaceUpdateRetry, "waiting for the machine's reconcile"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

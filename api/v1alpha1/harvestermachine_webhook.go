@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
@@ -57,9 +58,12 @@ func (w *HarvesterMachineWebhook) ValidateCreate(_ context.Context, m *Harvester
 
 // ValidateUpdate checks a changed HarvesterMachine. Like every CAPI infrastructure machine, its
 // spec is immutable (a change means a new machine), except that the provider fills in
-// providerID once and that a machine made with maxCPU or maxMemory may grow its cpu or memory up
-// to them (InPlaceUpdate: what Cluster API's in-place updates write into it).
-func (w *HarvesterMachineWebhook) ValidateUpdate(_ context.Context, oldM, newM *HarvesterMachine) (admission.Warnings, error) {
+// providerID once and that Cluster API's in-place updates may grow a machine's cpu and memory up
+// to its maximums and its image disks (InPlaceUpdate). Those write the new spec together with
+// CAPI's update-in-progress annotation (KubeadmControlPlane dry-runs it first, without it): a
+// resize without either is refused, so that a machine's size never moves away from what its
+// MachineSet's template says, which the next in-place update starts from.
+func (w *HarvesterMachineWebhook) ValidateUpdate(ctx context.Context, oldM, newM *HarvesterMachine) (admission.Warnings, error) {
 	path := field.NewPath("spec")
 	errs := ratchet(newM.Spec.validate(path), oldM.Spec.validate(path))
 	if oldM.Spec.ProviderID != "" && newM.Spec.ProviderID != oldM.Spec.ProviderID {
@@ -67,12 +71,23 @@ func (w *HarvesterMachineWebhook) ValidateUpdate(_ context.Context, oldM, newM *
 	}
 	oldSpec, refused := InPlaceUpdate(&oldM.Spec, &newM.Spec, path)
 	errs = append(errs, refused...)
+	resized := !reflect.DeepEqual(oldSpec, oldM.Spec)
+	if _, inPlace := newM.Annotations[clusterv1.UpdateInProgressAnnotation]; resized && !inPlace && !isDryRun(ctx) {
+		errs = append(errs, field.Forbidden(path, "a running machine is resized only by Cluster API's in-place update (which sets the "+
+			clusterv1.UpdateInProgressAnnotation+" annotation); change the machine template instead"))
+	}
 	newSpec := newM.Spec
 	oldSpec.ProviderID, newSpec.ProviderID = "", ""
 	if len(refused) == 0 && !reflect.DeepEqual(oldSpec, newSpec) {
 		errs = append(errs, field.Forbidden(path, "a HarvesterMachine cannot change; change the machine template and let CAPI roll out new machines"))
 	}
 	return nil, invalid("HarvesterMachine", newM.Name, errs)
+}
+
+// isDryRun says whether the admission request is a dry run (nothing is stored).
+func isDryRun(ctx context.Context) bool {
+	req, err := admission.RequestFromContext(ctx)
+	return err == nil && req.DryRun != nil && *req.DryRun
 }
 
 // ValidateDelete allows every deletion.

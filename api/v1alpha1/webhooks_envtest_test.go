@@ -734,11 +734,19 @@ func TestResizableMachinesGrowWithinTheirMaximums(t *testing.T) {
 		s.Memory, s.MaxMemory = resource.MustParse("4Gi"), ptr.To(resource.MustParse("8Gi"))
 	})
 	g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+	// As Cluster API's in-place update writes it: the new spec with its update-in-progress mark.
 	update := func(mutate func(*infrav1.HarvesterMachineSpec)) error {
 		changed := m.DeepCopy()
+		changed.Annotations = map[string]string{clusterv1.UpdateInProgressAnnotation: ""}
 		mutate(&changed.Spec)
 		return env.Client.Update(ctx, changed)
 	}
+	// By hand: refused, so that a machine never drifts from its MachineSet's template, which
+	// the next in-place update starts from; a dry run (KubeadmControlPlane's check) passes.
+	byHand := m.DeepCopy()
+	byHand.Spec.CPU = 3
+	expectInvalid(g, env.Client.Update(ctx, byHand.DeepCopy()), "spec", "resized only by Cluster API's in-place update")
+	g.Expect(env.Client.Update(ctx, byHand, client.DryRunAll)).To(Succeed())
 
 	expectInvalid(g, update(func(s *infrav1.HarvesterMachineSpec) { s.CPU = 5 }), "spec.cpu", "can grow only up to maxCPU (4)")
 	expectInvalid(g, update(func(s *infrav1.HarvesterMachineSpec) { s.CPU = 1 }), "spec.cpu", "cannot shrink from 2")
@@ -769,6 +777,7 @@ func TestResizableMachinesGrowWithinTheirMaximums(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, plain)).To(Succeed())
 	updatePlain := func(mutate func(*infrav1.HarvesterMachineSpec)) error {
 		changed := plain.DeepCopy()
+		changed.Annotations = map[string]string{clusterv1.UpdateInProgressAnnotation: ""}
 		mutate(&changed.Spec)
 		return env.Client.Update(ctx, changed)
 	}

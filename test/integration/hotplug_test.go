@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,14 +21,15 @@ import (
 
 // A machine with CPU and memory maximums gets a VM that Harvester's mutator leaves
 // hot-pluggable, and the provider grows it while it runs when the machine's cpu and memory grow
-// (what Cluster API's in-place update writes into it): it patches the VM's sockets and guest
-// memory as Harvester's hotplug action does, KubeVirt's VM controller and workload updater
-// change the running VMI through a live migration (same VMI), and the machine's
-// ResourcesUpToDate condition follows until the VMI has the new size; its image disk grows too
-// (the volume's request raised, through Kubernetes' resize admission and Harvester's PVC webhook,
-// which checks KubeVirt's ExpandDisks gate and the provisioner's online expansion). (With a memory limit on
-// the VM, as the provider sets on others, KubeVirt's hotplug makes a migration target pod that
-// asks for more memory than its limit, and the migration never starts: this test found it.)
+// (what Cluster API's in-place update writes into it, with its update-in-progress mark): it
+// patches the VM's sockets and guest memory as Harvester's hotplug action does, KubeVirt's VM
+// controller and workload updater change the running VMI through a live migration (same VMI),
+// and the machine's ResourcesUpToDate condition follows until the VMI has the new size; its image
+// disk grows too (the volume's request raised, through Kubernetes' resize admission and
+// Harvester's PVC webhook, which checks KubeVirt's ExpandDisks gate and the provisioner's online
+// expansion). (With a memory limit on the VM, as the provider sets on others, KubeVirt's hotplug
+// makes a migration target pod that asks for more memory than its limit, and the migration never
+// starts: this test found it.)
 func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -56,14 +58,20 @@ func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 	g.Expect(before.Spec.Domain.Memory.MaxGuest.String()).To(Equal("8Gi"))
 	g.Expect(before.Status.CurrentCPUTopology).To(Equal(&kubevirtv1.CPUTopology{Sockets: 2, Cores: 1, Threads: 1}))
 
-	// Beyond the maximum: refused before anything reaches Harvester.
+	// By hand, or beyond the maximum: refused before anything reaches Harvester.
 	hm := machine(g)
+	hm.Spec.CPU = 3
+	g.Expect(c.Update(ctx, hm)).To(MatchError(ContainSubstring("resized only by Cluster API's in-place update")))
+	hm = machine(g)
+	markInPlace(hm)
 	hm.Spec.CPU = 5
 	g.Expect(c.Update(ctx, hm)).To(MatchError(ContainSubstring("can grow only up to maxCPU (4)")))
 
+	// As Cluster API's in-place update writes it (its MachineSet controller).
 	var resizing []string
 	g.Eventually(func() error {
 		hm := machine(g)
+		markInPlace(hm)
 		hm.Spec.CPU, hm.Spec.Memory = 3, resource.MustParse("6Gi")
 		hm.Spec.Disks[0].Size = resource.MustParse("50Gi")
 		return c.Update(ctx, hm)
@@ -89,4 +97,13 @@ func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 	}, time.Minute, 100*time.Millisecond).Should(Succeed())
 	g.Expect(resizing).NotTo(BeEmpty(), "the machine said it was resizing on the way")
 	t.Logf("ResourcesUpToDate while resizing: %q", resizing)
+}
+
+// markInPlace puts Cluster API's update-in-progress annotation on a machine, as its in-place
+// update does in the same write as the new spec.
+func markInPlace(hm *infrav1.HarvesterMachine) {
+	if hm.Annotations == nil {
+		hm.Annotations = map[string]string{}
+	}
+	hm.Annotations[clusterv1.UpdateInProgressAnnotation] = ""
 }
