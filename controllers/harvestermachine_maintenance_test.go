@@ -237,16 +237,7 @@ func TestMachineMovesOffAHostHarvesterEmpties(t *testing.T) {
 			if wantSkip := strings.Contains(tc.wantOwner, "skip-remediation"); skip != wantSkip {
 				t.Errorf("Machine's skip-remediation set: %v, want %v", skip, wantSkip)
 			}
-			var sent []string
-			for len(recorder.Events) > 0 {
-				sent = append(sent, <-recorder.Events)
-			}
-			if tc.wantEvent != "" && !strings.Contains(strings.Join(sent, "\n"), tc.wantEvent) {
-				t.Errorf("events %q, want one saying %q", sent, tc.wantEvent)
-			}
-			if tc.wantEvent == "" && len(sent) > 0 {
-				t.Errorf("events %q, want none", sent)
-			}
+			expectEventSaying(t, recorder, tc.wantEvent)
 		})
 	}
 }
@@ -256,4 +247,20 @@ type unreachableGuests struct{ clustercache.ClusterCache }
 
 func (unreachableGuests) GetUncachedClient(context.Context, client.ObjectKey) (client.Client, error) {
 	return nil, clustercache.ErrClusterNotConnected
+}
+
+// expectEventSaying checks the events a reconcile sent through recorder: one of them saying want,
+// or none when want is "".
+func expectEventSaying(t *testing.T, recorder *events.FakeRecorder, want string) {
+	t.Helper()
+	var sent []string
+	for len(recorder.Events) > 0 {
+		sent = append(sent, <-recorder.Events)
+	}
+	if want != "" && !strings.Contains(strings.Join(sent, "\n"), want) {
+		t.Errorf("events %q, want one saying %q", sent, want)
+	}
+	if want == "" && len(sent) > 0 {
+		t.Errorf("events %q, want none", sent)
+	}
 }

@@ -275,16 +275,7 @@ func TestMachineResizesItsVM(t *testing.T) {
 			case cond != nil && cond.ObservedGeneration != got.Generation:
 				t.Errorf("ResourcesUpToDate observed generation %d, the machine's is %d", cond.ObservedGeneration, got.Generation)
 			}
-			var sent []string
-			for len(recorder.Events) > 0 {
-				sent = append(sent, <-recorder.Events)
-			}
-			if tc.wantEvent != "" && !strings.Contains(strings.Join(sent, "\n"), tc.wantEvent) {
-				t.Errorf("events %q, want one saying %q", sent, tc.wantEvent)
-			}
-			if tc.wantEvent == "" && len(sent) > 0 {
-				t.Errorf("events %q, want none", sent)
-			}
+			expectEventSaying(t, recorder, tc.wantEvent)
 		})
 	}
 }
