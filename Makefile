@@ -163,8 +163,8 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 .PHONY: test
 # The e2e package is named first: go test builds and runs packages in the order given, and the
 # longest one started first leaves the others to the second core instead of ending last.
-test: verify-generated envtest harvester-lb harvester-webhook kubevirt providers ipam-provider images kubectl clusterctl jq ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
-	E2E_TIMINGS=$(ROOT)/out/e2e-timings.md IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) JQ=$(JQ) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e ./...
+test: verify-generated envtest harvester-lb harvester-webhook kubevirt providers previous-release ipam-provider images kubectl clusterctl jq ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
+	E2E_TIMINGS=$(ROOT)/out/e2e-timings.md IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) JQ=$(JQ) PREVIOUS_RELEASE_DIR=$(PREVIOUS_RELEASE_DIR) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e ./...
 	cd hack/images && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
 	FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 
@@ -211,6 +211,16 @@ $(JQ): hack/jq/go.mod hack/jq/main.go
 $(CLUSTERCTL): hack/clusterctl/go.mod hack/clusterctl/main.go
 	cd hack/clusterctl && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath \
 	  -ldflags "-X sigs.k8s.io/cluster-api/version.gitVersion=$(CLUSTERCTL_VERSION)" -o $(CLUSTERCTL) .
+
+# The provider's previous release, which the clusterctl e2e scenario installs and then upgrades
+# to the code checked out: a commit of this repository until release tags are published. Move it
+# forward at each release (the scenario then tests the upgrade users of that release make).
+PREVIOUS_RELEASE_COMMIT ?= ac9cb42f491138b0cc6a15bb74be01e84f771444
+PREVIOUS_RELEASE_DIR = $(BIN)/previous-release/$(PREVIOUS_RELEASE_COMMIT)
+
+.PHONY: previous-release
+previous-release: ## Build the previous release (PREVIOUS_RELEASE_COMMIT: its manager and clusterctl assets) into bin/previous-release once.
+	hack/ensure-previous-release.sh $(PREVIOUS_RELEASE_COMMIT) >/dev/null
 
 .PHONY: providers
 providers: ## Build the managers the e2e suite runs as processes (RKE2 and K3s bootstrap and control plane, the previous CAPI minor's core, go.mod's CAPI core and kubeadm managers) into bin/providers once.

@@ -55,14 +55,8 @@ func Build(o Options) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	for from, to := range map[string]string{devImage: o.Image, devCCMImage: o.CCMImage} {
-		if to == "" {
-			continue
-		}
-		if !bytes.Contains(components, []byte(from)) {
-			return nil, fmt.Errorf("config/default no longer names the image %s", from)
-		}
-		components = bytes.ReplaceAll(components, []byte(from), []byte(to))
+	if components, err = Retag(components, o.Image, o.CCMImage); err != nil {
+		return nil, err
 	}
 	assets["infrastructure-components.yaml"] = components
 	// Not part of the components: CAPI refuses ExtensionConfigs unless its RuntimeSDK gate is on.
@@ -81,6 +75,21 @@ func Build(o Options) (map[string][]byte, error) {
 		return err
 	})
 	return assets, err
+}
+
+// Retag replaces the images config/ names in components (infrastructure-components.yaml as
+// config/default makes it) with image and ccmImage; an empty one is left as it is.
+func Retag(components []byte, image, ccmImage string) ([]byte, error) {
+	for _, r := range []struct{ from, to string }{{devImage, image}, {devCCMImage, ccmImage}} {
+		if r.to == "" {
+			continue
+		}
+		if !bytes.Contains(components, []byte(r.from)) {
+			return nil, fmt.Errorf("config/default no longer names the image %s", r.from)
+		}
+		components = bytes.ReplaceAll(components, []byte(r.from), []byte(r.to))
+	}
+	return components, nil
 }
 
 // Write builds the assets into dir.

@@ -2,8 +2,10 @@ package config
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -87,4 +89,30 @@ func TestReleaseAssets(t *testing.T) {
 	for _, m := range regexp.MustCompile(`\$\{([A-Z0-9_]+)`).FindAllStringSubmatch(string(components), -1) {
 		g.Expect(string(guide)).To(ContainSubstring("`"+m[1]+"`"), "variable %s of infrastructure-components.yaml", m[1])
 	}
+}
+
+// The previous release the clusterctl e2e scenario upgrades from is a commit of main's own
+// history, older than the code checked out, and its metadata.yaml offers a release series with
+// this version's contract (else clusterctl would refuse the upgrade for another reason).
+func TestPreviousReleaseIsACommitOfThisHistory(t *testing.T) {
+	g := NewWithT(t)
+	makefile, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "Makefile"))
+	g.Expect(err).NotTo(HaveOccurred())
+	m := regexp.MustCompile(`(?m)^PREVIOUS_RELEASE_COMMIT \?= ([0-9a-f]{40})$`).FindSubmatch(makefile)
+	g.Expect(m).NotTo(BeNil(), "the Makefile pins PREVIOUS_RELEASE_COMMIT to a full commit id")
+	commit := string(m[1])
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = testenv.RepoRoot()
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	_, err = git("merge-base", "--is-ancestor", commit, "HEAD")
+	g.Expect(err).NotTo(HaveOccurred(), "%s is an ancestor of HEAD", commit)
+	head, err := git("rev-parse", "HEAD")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(commit).NotTo(Equal(head), "the previous release is not the code checked out")
+	metadata, err := git("show", commit+":metadata.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(metadata).To(ContainSubstring("contract: v1beta2"))
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,10 +13,10 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -33,11 +34,15 @@ import (
 // (`make clusterctl`): a release built here installed from a local repository
 // (docs/releases.md), a cluster generated and applied (docs/getting-started.md), the provider
 // upgraded to a later release with the cluster running (docs/operations.md), and the cluster
-// deleted. The management cluster is a bare one of its own (CAPI and kubeadm providers,
+// deleted. The first release is the previous one (PREVIOUS_RELEASE_DIR, built by `make
+// previous-release` from a commit of this repository: its manager, its assets and its Harvester
+// files), the later one is the code checked out. The management cluster is a bare one of its own (CAPI and kubeadm providers,
 // cert-manager's API); the bed plays the kubelet for the Deployment clusterctl applies.
 var _ = Describe("clusterctl with a release built here", func() {
-	It("installs it from a local repository, generates a cluster that comes up, upgrades the provider under it without re-creating a VM, and deletes the cluster", func() {
+	It("installs the previous release from a local repository, generates a cluster that comes up, upgrades the provider under it to this one without re-creating a VM, and deletes the cluster", func() {
 		requireTool("CLUSTERCTL")
+		requireTool("PREVIOUS_RELEASE_DIR")
+		previous := os.Getenv("PREVIOUS_RELEASE_DIR")
 		const first, second, registry = "v0.1.0-mine", "v0.1.1-mine", "registry.example.com/capi"
 		const target, namespace, name = "guests", "default", "mycluster"
 
@@ -53,15 +58,28 @@ var _ = Describe("clusterctl with a release built here", func() {
 		// The user's machine: a home with clusterctl's configuration, and a checkout where `make
 		// release` wrote the releases (their clusterctl assets; the image archives are the bed's).
 		home, checkout := GinkgoT().TempDir(), GinkgoT().TempDir()
-		writeRelease := func(version string) {
-			_, err := release.Write(filepath.Join(checkout, "out", "release", version), release.Options{
-				Root:     testenv.RepoRoot(),
-				Image:    registry + "/cluster-api-provider-harvester:" + version,
-				CCMImage: registry + "/harvester-cloud-controller-manager:" + version,
-			})
-			Expect(err).NotTo(HaveOccurred())
-		}
-		writeRelease(first)
+		image := func(name, version string) string { return registry + "/" + name + ":" + version }
+		// The previous release's assets, as its own `make release` wrote them for its images.
+		Expect(os.CopyFS(filepath.Join(checkout, "out", "release", first), os.DirFS(filepath.Join(previous, "release")))).To(Succeed())
+		componentsFile := filepath.Join(checkout, "out", "release", first, "infrastructure-components.yaml")
+		components, err := os.ReadFile(componentsFile)
+		Expect(err).NotTo(HaveOccurred())
+		components, err = release.Retag(components, image("cluster-api-provider-harvester", first), image("harvester-cloud-controller-manager", first))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(componentsFile, components, 0o644)).To(Succeed())
+
+		// Harvester as the previous release's docs set it up: its own provider-identity and
+		// admission-policy files (harvester-identity.md's set-up, run in that version's checkout);
+		// this version's again at the end, whatever happens, for the scenarios after this one.
+		harvesterAdmin, err := testBed.Harvester.Env.Kubeconfig()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(home, "harvester-admin.yaml"), harvesterAdmin, 0o600)).To(Succeed())
+		harvesterEnv := []string{"KUBECONFIG=" + filepath.Join(home, "harvester-admin.yaml"), "TARGET_NAMESPACE=" + target}
+		runDocumented(documentedBlock("harvester-identity.md", "set-up"), filepath.Join(previous, "src"), harvesterEnv...)
+		DeferCleanup(func() {
+			runDocumented(documentedBlock("harvester-identity.md", "set-up"), testenv.RepoRoot(), harvesterEnv...)
+		})
+		Expect(providerNamespacedVerbs()).NotTo(ContainElement("patch"), "the previous release's identity cannot patch VMs yet")
 		// clusterctl reads Cluster API's own providers' contract from their repositories: a local
 		// one, as an air-gapped site has, so that nothing here reaches GitHub.
 		capiEntries, err := testBed.CAPIRepository(filepath.Join(home, "capi-providers"))
@@ -100,6 +118,8 @@ var _ = Describe("clusterctl with a release built here", func() {
 		}
 		provider := providerOptions
 		provider.LogFile = ""
+		current := provider.Binary
+		provider.Binary = filepath.Join(previous, "manager")
 		Expect(m.StartInstalledProvider(ctx, provider)).To(Succeed())
 		DeferCleanup(func() {
 			if CurrentSpecReport().Failed() && m.Provider != nil {
@@ -135,24 +155,32 @@ var _ = Describe("clusterctl with a release built here", func() {
 			g.Expect(guestClient.List(ctx, nodes)).To(Succeed())
 			g.Expect(nodes.Items).To(HaveLen(3))
 		}).Should(Succeed())
-		vms := func() map[string]types.UID {
+		// Each VM's UID and generation: the upgraded manager neither re-creates nor rewrites the
+		// VMs the previous release made.
+		vms := func() map[string]string {
 			list := &kubevirtv1.VirtualMachineList{}
 			Expect(harvesterClient().List(ctx, list, client.InNamespace(target))).To(Succeed())
-			uids := map[string]types.UID{}
+			made := map[string]string{}
 			for _, vm := range list.Items {
-				uids[vm.Name] = vm.UID
+				made[vm.Name] = fmt.Sprintf("%s generation %d", vm.UID, vm.Generation)
 			}
-			return uids
+			return made
 		}
 		before := vms()
 		Expect(before).To(HaveLen(3))
 
-		By("docs/operations.md: clusterctl upgrades the provider to a later release; the cluster keeps its VMs")
-		writeRelease(second)
+		By("docs/operations.md: this version's Harvester files applied first, then clusterctl upgrades the provider to it; the cluster keeps its VMs")
+		_, err = release.Write(filepath.Join(checkout, "out", "release", second), release.Options{
+			Root: testenv.RepoRoot(), Image: image("cluster-api-provider-harvester", second), CCMImage: image("harvester-cloud-controller-manager", second),
+		})
+		Expect(err).NotTo(HaveOccurred())
 		Expect(os.CopyFS(filepath.Join(home, "capi-repo", "infrastructure-harvester", second), os.DirFS(filepath.Join(checkout, "out", "release", second)))).To(Succeed())
+		runDocumented(documentedBlock("operations.md", "upgrade-harvester-identity"), testenv.RepoRoot(), harvesterEnv...)
+		Expect(providerNamespacedVerbs()).To(ContainElement("patch"), "this version's identity patches VMs (host maintenance) and volumes (in-place growth)")
 		out := runDocumented(documentedBlock("operations.md", "upgrade-provider"), user, append(env, "VERSION="+second)...)
 		Expect(out).To(ContainSubstring(second), "the plan offers the later release")
 		expectInstalled(m.Env.Client, second, registry)
+		provider.Binary = current
 		Expect(m.StartInstalledProvider(ctx, provider)).To(Succeed())
 		By("the upgraded provider scales the workers (docs/operations.md) and re-creates nothing")
 		runDocumented(documentedBlock("operations.md", "scale-workers"), user, append(env, "NAMESPACE="+namespace, "CLUSTER="+name)...)
@@ -163,7 +191,7 @@ var _ = Describe("clusterctl with a release built here", func() {
 		}).WithTimeout(time.Minute).Should(Succeed())
 		after := vms()
 		for vm, uid := range before {
-			Expect(after).To(HaveKeyWithValue(vm, uid), "VM %s was re-created by the upgrade", vm)
+			Expect(after).To(HaveKeyWithValue(vm, uid), "VM %s was re-created or rewritten after the upgrade", vm)
 		}
 
 		By("docs/getting-started.md: deleting the cluster leaves nothing on Harvester")
@@ -199,4 +227,18 @@ func freeLoopbackAddress() string {
 	Expect(err).NotTo(HaveOccurred())
 	defer l.Close()
 	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
+}
+
+// providerNamespacedVerbs are the verbs the provider identity's namespaced ClusterRole on the
+// simulated Harvester grants on VMs.
+func providerNamespacedVerbs() []string {
+	GinkgoHelper()
+	role := &rbacv1.ClusterRole{}
+	Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: "capi-harvester-provider-namespaced"}, role)).To(Succeed())
+	for _, rule := range role.Rules {
+		if slices.Contains(rule.Resources, "virtualmachines") {
+			return rule.Verbs
+		}
+	}
+	return nil
 }
