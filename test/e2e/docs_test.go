@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
@@ -82,7 +83,19 @@ func runDocumentedOnManagement(doc, name string, env ...string) string {
 // files the doc has the user write are there); with doc "", name is the commands themselves.
 func runDocumentedOnManagementIn(dir, doc, name string, env ...string) string {
 	GinkgoHelper()
-	kubeconfig, err := testBed.Management.Kubeconfig()
+	return runDocumentedOn(testBed.Management, dir, doc, name, env...)
+}
+
+// runDocumentedOnManagementOf is runDocumentedOnManagement on another management cluster of the
+// bed.
+func runDocumentedOnManagementOf(m *bed.Management, doc, name string, env ...string) string {
+	GinkgoHelper()
+	return runDocumentedOn(m.Env, GinkgoT().TempDir(), doc, name, env...)
+}
+
+func runDocumentedOn(management *testenv.Environment, dir, doc, name string, env ...string) string {
+	GinkgoHelper()
+	kubeconfig, err := management.Kubeconfig()
 	Expect(err).NotTo(HaveOccurred())
 	path := filepath.Join(dir, "management.yaml")
 	Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())

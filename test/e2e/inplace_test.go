@@ -34,7 +34,7 @@ import (
 // Every other scenario runs with the gates off, as clusterctl installs CAPI by default: there
 // every template change rolls out, as before.
 var _ = Describe("in-place updates", func() {
-	It("with CAPI's in-place gates and the extension registered, grows the CPUs, memory and disks of a MachineDeployment's and the CPUs of a KubeadmControlPlane's machines in place (but those pinned to a one-host failure domain), and still rolls out an image change and a change beyond the maximums", func() {
+	It("with CAPI's in-place gates and the extension registered, grows the CPUs, memory and disks of a MachineDeployment's and the CPUs of a KubeadmControlPlane's machines in place (but those pinned to a one-host failure domain), and still rolls out a Kubernetes upgrade (docs/operations.md)", func() {
 		opts := providerOptions
 		opts.Variables = maps.Clone(opts.Variables)
 		if opts.Variables == nil {
@@ -110,7 +110,9 @@ var _ = Describe("in-place updates", func() {
 			Name: "loopback-" + namespace, Subnet: "127.77.0.0/24", RangeStart: "127.77.0.70", RangeEnd: "127.77.0.79",
 			Namespace: target, Priority: testBed.Harvester.UniquePriority(),
 		})).To(Succeed())
-		Expect(client.IgnoreAlreadyExists(testBed.Harvester.AddImage(ctx, "default", "ubuntu-26.04", true))).To(Succeed())
+		// The image a Kubernetes upgrade boots: the bed's guests report the kubelet version its
+		// name carries, as a real image's kubelet would its own.
+		Expect(client.IgnoreAlreadyExists(testBed.Harvester.AddImage(ctx, "default", "ubuntu-2404-kube-v1.35.5", true))).To(Succeed())
 		Expect(testBed.LendIdentityIn(ctx, m, namespace, namespace, target)).To(Succeed())
 		// The external etcd's CA and client certificate, which its user supplies as Secrets.
 		etcdCerts, err := testenv.NewServingCertificate("etcd", []string{"etcd"})
@@ -298,46 +300,27 @@ var _ = Describe("in-place updates", func() {
 		GinkgoWriter.Printf("control plane: %d machines grown in place, %d replaced, in %s\n", inPlace, replaced, time.Since(start).Round(time.Second))
 		Expect(len(seen)).To(Equal(len(before)+replaced), "a new Machine for each replaced one, none for the others")
 
-		workersNow := func(g Gomega) []string {
-			var out []string
-			for n, m := range ready(g, 5) {
-				if isWorker(m) {
-					out = append(out, n)
-				}
-			}
-			return out
-		}
-		rollsOut := func(template string) {
-			var old []string
-			Eventually(func(g Gomega) { old = workersNow(g) }).Should(Succeed())
-			start := time.Now()
-			pointWorkersAt(template)
-			Eventually(func(g Gomega) {
-				now := workersNow(g)
-				g.Expect(now).To(HaveLen(2))
-				for _, n := range now {
-					g.Expect(old).NotTo(ContainElement(n), "worker %s was kept", n)
-				}
-			}).WithTimeout(4*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
-			GinkgoWriter.Printf("rollout to %s: 2 new workers in %s\n", template, time.Since(start).Round(time.Second))
-		}
-
-		By("workers: a new image (with more memory) rolls out new machines")
-		newTemplate(name+"-md-0-bigger", name+"-md-0-image", func(s *infrav1.HarvesterMachineSpec) {
-			s.Disks[0].Image, s.Memory = "default/ubuntu-26.04", resource.MustParse("8Gi")
-		})
-		rollsOut(name + "-md-0-image")
-
-		By("workers: more CPUs than maxCPU (a new maximum) rolls out new machines instead of failing")
-		newTemplate(name+"-md-0-image", name+"-md-0-beyond", func(s *infrav1.HarvesterMachineSpec) { s.CPU, s.MaxCPU = 6, 8 })
-		rollsOut(name + "-md-0-beyond")
+		By("docs/operations.md: a Kubernetes upgrade (a new version and image) replaces the control-plane machines, then the workers")
+		const version, image = "v1.35.5", "default/ubuntu-2404-kube-v1.35.5"
+		Eventually(func(g Gomega) { before = ready(g, 5) }).Should(Succeed())
+		start = time.Now()
+		runDocumentedOnManagementOf(m, "operations.md", "upgrade-kubeadm",
+			"NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+version, "IMAGE="+image)
 		Eventually(func(g Gomega) {
-			for _, n := range workersNow(g) {
-				hm := harvesterMachine(g, machines(g)[n])
-				g.Expect(hm.Spec.CPU).To(Equal(int32(6)))
-				g.Expect(vmiSockets(g, hm)).To(Equal(uint32(6)))
+			after := ready(g, 5)
+			for n, m := range after {
+				g.Expect(before).NotTo(HaveKey(n), "machine %s was kept", n)
+				g.Expect(m.Spec.Version).To(Equal(version), "machine %s", n)
+				g.Expect(m.Status.NodeInfo).NotTo(BeNil(), "machine %s", n)
+				g.Expect(m.Status.NodeInfo.KubeletVersion).To(Equal(version), "machine %s's Node", n)
+				hm := harvesterMachine(g, m)
+				g.Expect(hm.Spec.Disks[0].Image).To(Equal(image), "machine %s", n)
+				vm := &kubevirtv1.VirtualMachine{}
+				g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: hm.Name}, vm)).To(Succeed())
+				g.Expect(vm.Annotations).To(HaveKeyWithValue("harvesterhci.io/volumeClaimTemplates", ContainSubstring(`"harvesterhci.io/imageId":"`+image+`"`)), "machine %s's VM", n)
 			}
-		}).Should(Succeed())
+		}).WithTimeout(2*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
+		GinkgoWriter.Printf("Kubernetes upgrade: 3 control-plane machines and 2 workers replaced in %s\n", time.Since(start).Round(time.Second))
 
 		By("deleting the Cluster removes everything on Harvester")
 		cluster := &clusterv1.Cluster{}

@@ -494,6 +494,10 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 	if vmi.Spec.Domain.Memory != nil && vmi.Spec.Domain.Memory.Guest != nil {
 		capacity[corev1.ResourceMemory] = *vmi.Spec.Domain.Memory.Guest
 	}
+	kubeletVersion, err := a.kubeletVersion(ctx, vmi)
+	if err != nil {
+		return "", err
+	}
 	// The CCM's addresses stay; the rest is what the kubelet posts.
 	addresses := node.Status.Addresses
 	node.Status = corev1.NodeStatus{
@@ -511,7 +515,7 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 			{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID",
 				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()},
 		},
-		NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.35.4", OperatingSystem: "linux", Architecture: "amd64",
+		NodeInfo: corev1.NodeSystemInfo{KubeletVersion: kubeletVersion, OperatingSystem: "linux", Architecture: "amd64",
 			OSImage: "Ubuntu 24.04 LTS", ContainerRuntimeVersion: "containerd://2.1.0"},
 	}
 	if !withCCM {

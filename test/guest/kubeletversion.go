@@ -1,0 +1,56 @@
+package guest
+
+import (
+	"context"
+	"regexp"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// DefaultKubeletVersion is the version the kubelet of a guest image reports when the image's
+// name says none: the version of the bed's guest API servers.
+const DefaultKubeletVersion = "v1.35.4"
+
+// imageIDAnnotation is where Harvester records the image a volume was cloned from
+// (namespace/name), on the VM's volumeClaimTemplates and so on the PVC.
+const imageIDAnnotation = "harvesterhci.io/imageId"
+
+// kubeVersionInName is how image-builder names its images after the Kubernetes they carry
+// (`ubuntu-2404-kube-v1.35.5`).
+var kubeVersionInName = regexp.MustCompile(`kube-(v[0-9]+\.[0-9]+\.[0-9]+)`)
+
+// KubeletVersionOfImage is the version the kubelet baked into a Harvester image reports: the
+// `kube-vX.Y.Z` its name carries, else DefaultKubeletVersion. A guest's kubelet comes with its
+// image, whatever version the Machine asks for: KCP and MachineDeployments compare the two
+// (Node.status.nodeInfo.kubeletVersion), so a version bump without a new image never completes.
+func KubeletVersionOfImage(imageID string) string {
+	if m := kubeVersionInName.FindStringSubmatch(imageID); m != nil {
+		return m[1]
+	}
+	return DefaultKubeletVersion
+}
+
+// kubeletVersion is the version of the kubelet on the image a VMI booted from: the image of the
+// first of its volumes cloned from one.
+func (a *NodeAgent) kubeletVersion(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
+	for _, v := range vmi.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		err := a.harvester.Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: v.PersistentVolumeClaim.ClaimName}, pvc)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if image := pvc.Annotations[imageIDAnnotation]; image != "" {
+			return KubeletVersionOfImage(image), nil
+		}
+	}
+	return DefaultKubeletVersion, nil
+}
