@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -119,76 +118,6 @@ var _ = Describe("HarvesterMachine", func() {
 		Eventually(func() bool {
 			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))
 		}).Should(BeTrue())
-		leakFree(tc.Target)
-	})
-
-	It("rolls a template change out to new VMs and follows a live migration", func() {
-		tc := newTestCluster("roll", "roll")
-		tc.controlPlaneMachine("roll-cp-0")
-		By("waiting for the control plane: initialised, and behind the load balancer")
-		Eventually(func(g Gomega) {
-			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
-			g.Expect(conditions.IsTrue(tc.Cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
-			lb := &lbv1.LoadBalancer{}
-			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: tc.guest().LoadBalancerName()}, lb)).To(Succeed())
-			g.Expect(lb.Status.BackendServers).To(HaveLen(1))
-		}).Should(Succeed())
-		vm := &kubevirtv1.VirtualMachine{}
-		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: "roll-cp-0"}, vm)).To(Succeed())
-		Expect(vm.Labels).To(HaveKeyWithValue(naming.LabelRole, naming.RoleControlPlane))
-
-		md := tc.machineDeployment("workers", "roll-v1", 1, machineSpec())
-		provisioned := func(g Gomega) []infrav1.HarvesterMachine {
-			hms := &infrav1.HarvesterMachineList{}
-			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.HasLabels{clusterv1.MachineDeploymentNameLabel})).To(Succeed())
-			for _, hm := range hms.Items {
-				g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
-			}
-			return hms.Items
-		}
-		var first infrav1.HarvesterMachine
-		Eventually(func(g Gomega) {
-			hms := provisioned(g)
-			g.Expect(hms).To(HaveLen(1))
-			first = hms[0]
-		}).Should(Succeed())
-
-		By("live-migrating the VM: the machine follows it to the new host")
-		vmim, err := testBed.Harvester.Migrate(ctx, tc.Target, first.Name)
-		Expect(err).NotTo(HaveOccurred())
-		Eventually(func(g Gomega) {
-			g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(vmim), vmim)).To(Succeed())
-			g.Expect(vmim.Status.Phase).To(Equal(kubevirtv1.MigrationSucceeded))
-			hm := &infrav1.HarvesterMachine{}
-			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(&first), hm)).To(Succeed())
-			g.Expect(hm.Status.VirtualMachine.Host).NotTo(Equal(first.Status.VirtualMachine.Host))
-			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
-			g.Expect(hm.Status.Addresses).To(Equal(first.Status.Addresses))
-		}).Should(Succeed())
-
-		By("pointing the MachineDeployment at a new template")
-		spec := machineSpec()
-		spec.CPU = 4
-		Expect(mgmt().Create(ctx, &infrav1.HarvesterMachineTemplate{
-			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "roll-v2"},
-			Spec:       infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: spec}},
-		})).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
-			md.Spec.Template.Spec.InfrastructureRef.Name = "roll-v2"
-			g.Expect(mgmt().Update(ctx, md)).To(Succeed())
-		}).Should(Succeed())
-		Eventually(func(g Gomega) {
-			hms := provisioned(g)
-			g.Expect(hms).To(HaveLen(1))
-			g.Expect(hms[0].Name).NotTo(Equal(first.Name))
-			g.Expect(hms[0].Spec.CPU).To(Equal(int32(4)))
-			vm := &kubevirtv1.VirtualMachine{}
-			err := harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: first.Name}, vm)
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the old VM is gone")
-		}).Should(Succeed())
-
-		deleteCluster(tc)
 		leakFree(tc.Target)
 	})
 
