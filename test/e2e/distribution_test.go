@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
@@ -138,6 +139,13 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 			g.Expect(m.Status.Initialization.InfrastructureProvisioned).To(Equal(ptr.To(true)), "machine %s", m.Name)
 			g.Expect(m.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix), "machine %s", m.Name)
 			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
+			// The kubelet the installer put there is the Machine's version (e.g. v1.35.4+rke2r1),
+			// so CAPI takes the worker as up to date.
+			g.Expect(m.Status.NodeInfo).NotTo(BeNil(), "machine %s", m.Name)
+			g.Expect(m.Status.NodeInfo.KubeletVersion).To(Equal(m.Spec.Version), "machine %s's Node", m.Name)
+			if _, controlPlane := m.Labels[clusterv1.MachineControlPlaneLabel]; !controlPlane {
+				g.Expect(conditions.IsTrue(&m, clusterv1.MachineUpToDateCondition)).To(BeTrue(), "worker %s: %+v", m.Name, conditions.Get(&m, clusterv1.MachineUpToDateCondition))
+			}
 		}
 	}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(m.client, namespace, name) })
 

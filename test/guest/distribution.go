@@ -45,6 +45,9 @@ type Distribution struct {
 	IsServer func(runcmd []string) bool
 	// Etcd tells whether a server runs embedded etcd, from its config file.
 	Etcd func(config map[string]any) bool
+	// InstallVersionVariable is the installer's variable that names the version the bootstrap
+	// commands install (INSTALL_RKE2_VERSION, INSTALL_K3S_VERSION): the Node's kubelet reports it.
+	InstallVersionVariable string
 }
 
 // DistributionNode is what a VM's bootstrap data of a Distribution tells the node agent.
@@ -67,6 +70,9 @@ type DistributionNode struct {
 	Taints []corev1.Taint
 	// Files are the write_files by path.
 	Files map[string][]byte
+	// KubeletVersion is the version the install command installs (e.g. v1.35.4+rke2r1), which
+	// the kubelet reports; empty when it names none (air-gapped: the image's).
+	KubeletVersion string
 }
 
 // ParseNode reads the distribution's bootstrap data out of cloud-config user data; nil when it
@@ -89,6 +95,7 @@ func (d *Distribution) ParseNode(userData []byte) (*DistributionNode, error) {
 	}
 	n := &DistributionNode{Distribution: d, Files: files, Labels: map[string]string{}}
 	n.Server = d.IsServer(runcmd)
+	n.KubeletVersion = installVersion(runcmd, d.InstallVersionVariable)
 	n.Init = n.Server && configString(config, "server") == ""
 	n.NodeName = configString(config, "node-name")
 	n.JoinURL = configString(config, "server")
@@ -129,12 +136,15 @@ type NodeConfig struct {
 	ExternalCloudProvider bool
 	Labels                map[string]string
 	Taints                []corev1.Taint
+	// KubeletVersion is what the Node's kubelet reports; empty means the version of the image
+	// the VM boots.
+	KubeletVersion string
 }
 
 // NodeConfig is n as the node agent registers it.
 func (n *DistributionNode) NodeConfig() *NodeConfig {
 	return &NodeConfig{Name: n.NodeName, ControlPlane: n.Server, ExternalCloudProvider: n.ExternalCloudProvider,
-		Labels: maps.Clone(n.Labels), Taints: n.Taints}
+		Labels: maps.Clone(n.Labels), Taints: n.Taints, KubeletVersion: n.KubeletVersion}
 }
 
 // StartDistribution starts the control plane the first server of a distribution brings up from
@@ -260,6 +270,22 @@ func cloudConfigFiles(userData []byte) (map[string][]byte, []string, error) {
 		}
 	}
 	return files, runcmd, nil
+}
+
+// installVersion is the value the commands give the installer's variable (VAR=value), quotes
+// removed; empty when none does.
+func installVersion(runcmd []string, variable string) string {
+	if variable == "" {
+		return ""
+	}
+	for _, c := range runcmd {
+		for _, field := range strings.Fields(c) {
+			if v, ok := strings.CutPrefix(field, variable+"="); ok {
+				return strings.Trim(v, `"'`)
+			}
+		}
+	}
+	return ""
 }
 
 func configString(config map[string]any, key string) string {

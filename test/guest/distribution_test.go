@@ -50,6 +50,7 @@ func TestRKE2Nodes(t *testing.T) {
 	}
 	g.Expect(initServer.Labels).To(HaveKeyWithValue("tier", "gold"))
 	g.Expect(initServer.Taints).To(ConsistOf(corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoExecute}))
+	g.Expect(initServer.NodeConfig().KubeletVersion).To(Equal("v1.35.4+rke2r1"), "the kubelet is the version the installer installs")
 
 	joinServer, err := guest.RKE2.ParseNode(userData(map[string]string{
 		"/etc/rancher/rke2/config.yaml": "server: https://10.0.0.1:9345\ntoken: secret\nnode-name: cp-1\n",
@@ -59,6 +60,7 @@ func TestRKE2Nodes(t *testing.T) {
 	g.Expect(joinServer.Init).To(BeFalse())
 	g.Expect(joinServer.NodeName).To(Equal("cp-1"))
 	g.Expect(joinServer.ExternalCloudProvider).To(BeFalse())
+	g.Expect(joinServer.KubeletVersion).To(BeEmpty(), "no installer named: the image's kubelet")
 
 	agent, err := guest.RKE2.ParseNode(userData(map[string]string{
 		"/etc/rancher/rke2/config.yaml": "server: https://10.0.0.1:9345\ntoken: secret\nkubelet-arg:\n- --cloud-provider=external\n",
@@ -91,6 +93,7 @@ func TestK3sNodes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(withEtcd.Server && withEtcd.Init).To(BeTrue())
 	g.Expect(withEtcd.ExternalCloudProvider).To(BeTrue())
+	g.Expect(withEtcd.NodeConfig().KubeletVersion).To(Equal("v1.35.4+k3s1"))
 	for _, r := range roles {
 		g.Expect(withEtcd.Labels).To(HaveKeyWithValue(r, "true"))
 	}

@@ -24,6 +24,7 @@ var K3s = &Distribution{
 		}
 		return false
 	},
+	InstallVersionVariable: "INSTALL_K3S_VERSION",
 	Etcd: func(config map[string]any) bool {
 		if configString(config, "datastore-endpoint") != "" {
 			return false

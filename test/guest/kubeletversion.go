@@ -23,9 +23,11 @@ const imageIDAnnotation = "harvesterhci.io/imageId"
 var kubeVersionInName = regexp.MustCompile(`kube-(v[0-9]+\.[0-9]+\.[0-9]+)`)
 
 // KubeletVersionOfImage is the version the kubelet baked into a Harvester image reports: the
-// `kube-vX.Y.Z` its name carries, else DefaultKubeletVersion. A guest's kubelet comes with its
-// image, whatever version the Machine asks for: KCP and MachineDeployments compare the two
-// (Node.status.nodeInfo.kubeletVersion), so a version bump without a new image never completes.
+// `kube-vX.Y.Z` its name carries, else DefaultKubeletVersion. A kubeadm guest's kubelet comes
+// with its image (an RKE2 or K3s one with its installer, unless air-gapped: NodeConfig),
+// whatever version the Machine asks for: CAPI compares the two
+// (Node.status.nodeInfo.kubeletVersion: a Machine's UpToDate condition, KCP's rollout), so a
+// version bump without a new image never completes.
 func KubeletVersionOfImage(imageID string) string {
 	if m := kubeVersionInName.FindStringSubmatch(imageID); m != nil {
 		return m[1]

@@ -494,9 +494,14 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 	if vmi.Spec.Domain.Memory != nil && vmi.Spec.Domain.Memory.Guest != nil {
 		capacity[corev1.ResourceMemory] = *vmi.Spec.Domain.Memory.Guest
 	}
-	kubeletVersion, err := a.kubeletVersion(ctx, vmi)
-	if err != nil {
-		return "", err
+	kubeletVersion := ""
+	if nc != nil {
+		kubeletVersion = nc.KubeletVersion
+	}
+	if kubeletVersion == "" {
+		if kubeletVersion, err = a.kubeletVersion(ctx, vmi); err != nil {
+			return "", err
+		}
 	}
 	// The CCM's addresses stay; the rest is what the kubelet posts.
 	addresses := node.Status.Addresses

@@ -23,5 +23,6 @@ var RKE2 = &Distribution{
 		}
 		return false
 	},
-	Etcd: func(config map[string]any) bool { return configString(config, "datastore-endpoint") == "" },
+	InstallVersionVariable: "INSTALL_RKE2_VERSION",
+	Etcd:                   func(config map[string]any) bool { return configString(config, "datastore-endpoint") == "" },
 }
