@@ -23,8 +23,13 @@ if [ -x "$dest/manager" ] && [ -f "$dest/release/infrastructure-components.yaml"
   exit 0
 fi
 if ! git -C "$root" cat-file -e "$commit^{commit}" 2>/dev/null; then
-  log "commit $commit is not in this clone's history (a shallow clone?): run 'git fetch --unshallow' and retry"
-  exit 1
+  # A shallow clone: fetch the history from where it was cloned.
+  log "commit $commit is not in this clone's history; fetching it"
+  git -C "$root" fetch --quiet --unshallow 2>/dev/null || git -C "$root" fetch --quiet origin "$commit" 2>/dev/null || true
+  if ! git -C "$root" cat-file -e "$commit^{commit}" 2>/dev/null; then
+    log "commit $commit is not in this clone's history and could not be fetched: run 'git fetch --unshallow' and retry"
+    exit 1
+  fi
 fi
 log "building the previous release $commit (once; a minute or two on 2 cores)"
 rm -rf "$dest"
