@@ -317,7 +317,7 @@ var _ = Describe("in-place updates", func() {
 				g.Expect(hm.Spec.Disks[0].Image).To(Equal(image), "machine %s", n)
 				vm := &kubevirtv1.VirtualMachine{}
 				g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: hm.Name}, vm)).To(Succeed())
-				g.Expect(vm.Annotations).To(HaveKeyWithValue("harvesterhci.io/volumeClaimTemplates", ContainSubstring(`"harvesterhci.io/imageId":"`+image+`"`)), "machine %s's VM", n)
+				g.Expect(vm.Annotations).To(HaveKeyWithValue(harvestersim.AnnotationVolumeClaimTemplates, ContainSubstring(`"`+harvestersim.AnnotationImageID+`":"`+image+`"`)), "machine %s's VM", n)
 			}
 		}).WithTimeout(2*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
 		GinkgoWriter.Printf("Kubernetes upgrade: 3 control-plane machines and 2 workers replaced in %s\n", time.Since(start).Round(time.Second))

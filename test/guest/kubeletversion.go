@@ -8,15 +8,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
 )
 
 // DefaultKubeletVersion is the version the kubelet of a guest image reports when the image's
 // name says none: the version of the bed's guest API servers.
 const DefaultKubeletVersion = "v1.35.4"
-
-// imageIDAnnotation is where Harvester records the image a volume was cloned from
-// (namespace/name), on the VM's volumeClaimTemplates and so on the PVC.
-const imageIDAnnotation = "harvesterhci.io/imageId"
 
 // kubeVersionInName is how image-builder names its images after the Kubernetes they carry
 // (`ubuntu-2404-kube-v1.35.5`).
@@ -50,7 +48,7 @@ func (a *NodeAgent) kubeletVersion(ctx context.Context, vmi *kubevirtv1.VirtualM
 		if err != nil {
 			return "", err
 		}
-		if image := pvc.Annotations[imageIDAnnotation]; image != "" {
+		if image := pvc.Annotations[harvestersim.AnnotationImageID]; image != "" {
 			return KubeletVersionOfImage(image), nil
 		}
 	}
