@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -102,7 +103,7 @@ var _ = Describe("in-place updates", func() {
 			g.Expect(hooks).To(ConsistOf("CanUpdateMachine", "CanUpdateMachineSet", "UpdateMachine"))
 		}).WithTimeout(time.Minute).Should(Succeed())
 
-		By("a kubeadm cluster of 3 control-plane machines (KCP with maxSurge 0, which in-place needs, and an external etcd) and 2 workers (maxSurge 0, maxUnavailable 1), all made with maxCPU 4 and maxMemory 8Gi")
+		By("a kubeadm cluster of 3 control-plane machines (KCP with maxSurge 0, which in-place needs, and the template's stacked etcd) and 2 workers (maxSurge 0, maxUnavailable 1), all made with maxCPU 4 and maxMemory 8Gi")
 		target := "h-" + namespace
 		Expect(client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
 		Expect(testBed.Harvester.AddTargetNamespace(ctx, target)).To(Succeed())
@@ -114,13 +115,6 @@ var _ = Describe("in-place updates", func() {
 		// name carries, as a real image's kubelet would its own.
 		Expect(client.IgnoreAlreadyExists(testBed.Harvester.AddImage(ctx, "default", "ubuntu-2404-kube-v1.35.5", true))).To(Succeed())
 		Expect(testBed.LendIdentityIn(ctx, m, namespace, namespace, target)).To(Succeed())
-		// The external etcd's CA and client certificate, which its user supplies as Secrets.
-		etcdCerts, err := testenv.NewServingCertificate("etcd", []string{"etcd"})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-etcd"},
-			Data: map[string][]byte{"tls.crt": etcdCerts.CA}})).To(Succeed())
-		Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-apiserver-etcd-client"},
-			Data: map[string][]byte{"tls.crt": etcdCerts.Cert, "tls.key": etcdCerts.Key}})).To(Succeed())
 		manifest, err := templates.Render("cluster-template.yaml", map[string]string{
 			"CLUSTER_NAME": name, "NAMESPACE": namespace, "KUBERNETES_VERSION": "v1.35.4", "HARVESTER_IDENTITY": namespace, "HARVESTER_NAMESPACE": target,
 			"HARVESTER_NETWORK": "default/vlan20", "HARVESTER_IMAGE": "default/ubuntu-24.04", "HARVESTER_SSH_KEYPAIRS": "[default/ops]",
@@ -141,15 +135,6 @@ var _ = Describe("in-place updates", func() {
 				Expect(unstructured.SetNestedField(o.Object, int64(1), "spec", "rollout", "strategy", "rollingUpdate", "maxUnavailable")).To(Succeed())
 			case "KubeadmControlPlane":
 				Expect(unstructured.SetNestedField(o.Object, int64(0), "spec", "rollout", "strategy", "rollingUpdate", "maxSurge")).To(Succeed())
-				// The bed's guests have no etcd pods to port-forward to, which KCP's preflight
-				// checks of a stacked etcd read before it adds or updates a machine; with an
-				// external etcd (a kubeadm setup KCP supports) it checks the control-plane pods only.
-				Expect(unstructured.SetNestedField(o.Object, map[string]any{
-					"endpoints": []any{"https://127.0.0.1:2379"},
-					"caFile":    "/etc/kubernetes/pki/etcd/ca.crt",
-					"certFile":  "/etc/kubernetes/pki/apiserver-etcd-client.crt",
-					"keyFile":   "/etc/kubernetes/pki/apiserver-etcd-client.key",
-				}, "spec", "kubeadmConfigSpec", "clusterConfiguration", "etcd", "external")).To(Succeed())
 			}
 			Expect(c.Create(ctx, o)).To(Succeed(), "creating %s %s", o.GetKind(), o.GetName())
 		}
@@ -321,6 +306,23 @@ var _ = Describe("in-place updates", func() {
 			}
 		}).WithTimeout(2*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
 		GinkgoWriter.Printf("Kubernetes upgrade: 3 control-plane machines and 2 workers replaced in %s\n", time.Since(start).Round(time.Second))
+		// KCP checked the stacked etcd through the guest's port-forward before each change, and
+		// removed each replaced machine's member: it finds one healthy member per machine.
+		Eventually(func(g Gomega) {
+			kcp := &controlplanev1.KubeadmControlPlane{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, kcp)).To(Succeed())
+			g.Expect(conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition)).To(BeTrue(),
+				"%v", conditions.Get(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition))
+			cps := 0
+			for n, m := range machines(g) {
+				if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+					cps++
+					g.Expect(conditions.IsTrue(&m, controlplanev1.KubeadmControlPlaneMachineEtcdMemberHealthyCondition)).To(BeTrue(),
+						"machine %s: %v", n, conditions.Get(&m, controlplanev1.KubeadmControlPlaneMachineEtcdMemberHealthyCondition))
+				}
+			}
+			g.Expect(cps).To(Equal(3))
+		}).WithTimeout(time.Minute).Should(Succeed())
 
 		By("deleting the Cluster removes everything on Harvester")
 		cluster := &clusterv1.Cluster{}

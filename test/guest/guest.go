@@ -33,6 +33,10 @@ type Cluster struct {
 	NodeConfigFor func(userData []byte) (*NodeConfig, error)
 
 	certDir string
+	// etcd is a kubeadm guest's stacked etcd (nil with an external one), network how its
+	// apiserver reaches the kubelets (nil when it does not).
+	etcd    *stackedEtcd
+	network *kubeletNetwork
 	// workDir, processes and kubelets: the scheduling part of the guest (StartScheduling).
 	workDir   string
 	processes []*process
@@ -70,6 +74,12 @@ func (c *Cluster) Stop() error {
 		p.stop()
 	}
 	err := c.Env.Stop()
+	if c.network != nil {
+		c.network.stop()
+	}
+	if c.etcd != nil {
+		c.etcd.stopAll()
+	}
 	for _, dir := range []string{c.certDir, c.workDir} {
 		if dir != "" {
 			err = errors.Join(err, os.RemoveAll(dir))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -168,6 +169,14 @@ func StartKubeadm(ctx context.Context, namespace, name string, n *KubeadmNode) (
 	if err := ca.writeServingFiles(certDir, host, n.Files[pkiDir+"sa.key"], n.Files[pkiDir+"sa.pub"]); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
+	etcd, err := newStackedEtcd(n.ClusterConfiguration, n.Files, filepath.Join(certDir, "etcd"))
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(certDir))
+	}
+	network, egressConfig, err := startKubeletNetwork(certDir)
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(certDir))
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -179,16 +188,20 @@ func StartKubeadm(ctx context.Context, namespace, name string, n *KubeadmNode) (
 			s.SecureServing.ListenAddr = envtest.ListenAddr{Address: host, Port: port}
 			s.SecureServing.CA = ca.certPEM
 			s.SecureServing.Authn = &clusterCAAuthn{ca: ca}
-			// Without kubelets, the apiserver's proxy to them (logs, exec, port-forward, which
-			// KCP's etcd client uses) should fail at once, not wait for an unroutable VM IP.
-			s.Configure().Set("kubelet-preferred-address-types", "Hostname")
+			// The kubelets are reached through the bed's network (see kubeletNetwork), at the
+			// addresses kubeadm has the apiserver prefer.
+			s.Configure().Set("egress-selector-config-file", egressConfig)
+			s.Configure().Set("kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname")
 			return nil
 		},
 	})
 	if err != nil {
+		network.stop()
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
-	g := &Cluster{Namespace: namespace, Name: name, Env: env, WithCCM: n.ExternalCloudProvider, Kubeadm: true, certDir: certDir}
+	network.serve(env.Client, etcd)
+	g := &Cluster{Namespace: namespace, Name: name, Env: env, WithCCM: n.ExternalCloudProvider, Kubeadm: true, certDir: certDir,
+		etcd: etcd, network: network}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "kubeadm-config"},
 		Data:       map[string]string{"ClusterConfiguration": n.ClusterConfiguration},

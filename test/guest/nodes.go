@@ -291,6 +291,15 @@ func (a *NodeAgent) join(ctx context.Context, g *Cluster, vmi *kubevirtv1.Virtua
 	if err != nil || kn == nil || !kn.ControlPlane {
 		return ctrl.Result{}, err
 	}
+	if g.etcd != nil {
+		// kubeadm's etcd phase: the node's member starts (init) or joins (join).
+		if err := g.etcd.join(ctx, name); err != nil {
+			// As kubeadm does: etcd refuses a new member for a few seconds after the last
+			// one joined ("unhealthy cluster"), and a learner is promoted once it caught up.
+			ctrl.LoggerFrom(ctx).Info("the node's etcd member has not joined yet", "node", name, "reason", err.Error())
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+	}
 	return ctrl.Result{}, controlPlanePods(ctx, g.Env.Client, name)
 }
 
@@ -522,6 +531,7 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 		},
 		NodeInfo: corev1.NodeSystemInfo{KubeletVersion: kubeletVersion, OperatingSystem: "linux", Architecture: "amd64",
 			OSImage: "Ubuntu 24.04 LTS", ContainerRuntimeVersion: "containerd://2.1.0"},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: kubeletPort}},
 	}
 	if !withCCM {
 		node.Status.Addresses = []corev1.NodeAddress{
@@ -563,6 +573,9 @@ func (a *NodeAgent) stopped(ctx context.Context, name string) error {
 				continue
 			}
 			return err
+		}
+		if g.etcd != nil {
+			g.etcd.stop(name)
 		}
 		for i := range node.Status.Conditions {
 			if node.Status.Conditions[i].Type == corev1.NodeReady && node.Status.Conditions[i].Status != corev1.ConditionUnknown {

@@ -1,0 +1,275 @@
+package guest
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/cri-streaming/pkg/streaming/portforward"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
+)
+
+// kubeletPort is the port a kubelet serves its API on, and what a Node posts as its kubelet
+// endpoint.
+const kubeletPort = 10250
+
+// kubeletNetwork is how a guest's kube-apiserver reaches its nodes' kubelets: the apiserver's
+// "cluster" egress goes through it (an HTTP CONNECT proxy on a Unix socket, configured with
+// --egress-selector-config-file, as a konnectivity proxy is), and a connection to a Node's
+// address on the kubelet port is served by that node's kubelet: its serving certificate
+// (self-signed, as a kubelet's is without serving-certificate bootstrap) and its port-forward
+// endpoint, kubelet's own streaming code from k8s.io/cri-streaming. What the forward reaches is
+// the bed's: etcd's client port on a control-plane node (see stackedEtcd); nothing else of a
+// guest's pods listens. Other destinations are dialled directly, as without the proxy.
+type kubeletNetwork struct {
+	guest    client.Client
+	etcd     *stackedEtcd
+	listener net.Listener
+	tls      *tls.Config
+
+	wg sync.WaitGroup
+}
+
+// startKubeletNetwork listens on dir/kubelets.sock and writes the apiserver's egress selector
+// configuration, returning its path.
+func startKubeletNetwork(dir string) (*kubeletNetwork, string, error) {
+	serving, err := testenv.NewServingCertificate("kubelet", []string{"localhost"})
+	if err != nil {
+		return nil, "", err
+	}
+	cert, err := tls.X509KeyPair(serving.Cert, serving.Key)
+	if err != nil {
+		return nil, "", err
+	}
+	socket := filepath.Join(dir, "kubelets.sock")
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		return nil, "", err
+	}
+	config := filepath.Join(dir, "egress-selector.yaml")
+	err = os.WriteFile(config, fmt.Appendf(nil, `apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      uds:
+        udsName: %s
+`, socket), 0o600)
+	if err != nil {
+		return nil, "", errors.Join(err, l.Close())
+	}
+	k := &kubeletNetwork{listener: l, tls: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+	return k, config, nil
+}
+
+// serve accepts the apiserver's connections until stop; guest is the guest's client, etcd its
+// stacked etcd (nil with an external one).
+func (k *kubeletNetwork) serve(guest client.Client, etcd *stackedEtcd) {
+	k.guest, k.etcd = guest, etcd
+	k.wg.Go(func() {
+		for {
+			conn, err := k.listener.Accept()
+			if err != nil {
+				return
+			}
+			go k.connect(conn)
+		}
+	})
+}
+
+func (k *kubeletNetwork) stop() {
+	_ = k.listener.Close()
+	k.wg.Wait()
+}
+
+// connect answers one CONNECT request.
+func (k *kubeletNetwork) connect(conn net.Conn) {
+	r := bufio.NewReader(conn)
+	req, err := http.ReadRequest(r)
+	if err != nil || req.Method != http.MethodConnect {
+		_ = conn.Close()
+		return
+	}
+	host, port, err := net.SplitHostPort(req.Host)
+	if err != nil {
+		_ = conn.Close()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	node, err := k.nodeAt(ctx, host)
+	cancel()
+	if err != nil || (node != "" && port != fmt.Sprint(kubeletPort)) {
+		// A node's other ports: nothing of the bed listens there.
+		_, _ = io.WriteString(conn, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+		_ = conn.Close()
+		return
+	}
+	if node == "" {
+		k.direct(conn, req.Host)
+		return
+	}
+	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		_ = conn.Close()
+		return
+	}
+	// The apiserver speaks first (TLS), so nothing is buffered beyond the request.
+	tlsConn := tls.Server(conn, k.tls)
+	srv := &http.Server{Handler: k.kubelet(node), ReadHeaderTimeout: 10 * time.Second}
+	_ = srv.Serve(&oneConn{conn: tlsConn})
+}
+
+// direct relays a connection to a destination that is no node, as the apiserver's own dial did.
+func (k *kubeletNetwork) direct(conn net.Conn, addr string) {
+	target, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		_, _ = io.WriteString(conn, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+		_ = conn.Close()
+		return
+	}
+	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		_ = errors.Join(conn.Close(), target.Close())
+		return
+	}
+	relay(conn, target)
+}
+
+// nodeAt returns the name of the guest's Node with address (or name) host; empty when none.
+func (k *kubeletNetwork) nodeAt(ctx context.Context, host string) (string, error) {
+	nodes := &corev1.NodeList{}
+	if err := k.guest.List(ctx, nodes); err != nil {
+		return "", err
+	}
+	for _, n := range nodes.Items {
+		if n.Name == host {
+			return n.Name, nil
+		}
+		for _, a := range n.Status.Addresses {
+			if a.Address == host {
+				return n.Name, nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// kubelet is node's kubelet API: port-forwarding to the pods bound to it.
+func (k *kubeletNetwork) kubelet(node string) http.Handler {
+	mux := http.NewServeMux()
+	serve := func(w http.ResponseWriter, req *http.Request) {
+		namespace, name, uid := req.PathValue("namespace"), req.PathValue("pod"), req.PathValue("uid")
+		pod := &corev1.Pod{}
+		if err := k.guest.Get(req.Context(), client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil || pod.Spec.NodeName != node {
+			http.Error(w, fmt.Sprintf("pod %s/%s not found on node %s", namespace, name, node), http.StatusNotFound)
+			return
+		}
+		var opts *portforward.V4Options
+		if strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
+			var err error
+			if opts, err = portforward.NewV4Options(req); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
+		// kubelet's defaults: streamingConnectionIdleTimeout 4h, stream creation 30s.
+		portforward.ServePortForward(w, req, &podPorts{network: k, node: node, namespace: namespace}, name, uid, opts,
+			4*time.Hour, 30*time.Second, portforward.SupportedProtocols)
+	}
+	mux.HandleFunc("POST /portForward/{namespace}/{pod}", serve)
+	mux.HandleFunc("POST /portForward/{namespace}/{pod}/{uid}", serve)
+	mux.HandleFunc("GET /portForward/{namespace}/{pod}", serve)
+	mux.HandleFunc("GET /portForward/{namespace}/{pod}/{uid}", serve)
+	return mux
+}
+
+// podPorts is what listens in the pods of one node: etcd's client port in its etcd pod.
+type podPorts struct {
+	network         *kubeletNetwork
+	node, namespace string
+}
+
+func (p *podPorts) PortForward(ctx context.Context, name, _ string, port int32, stream io.ReadWriteCloser) error {
+	defer runtime.HandleCrash()
+	addr, ok := "", false
+	if p.network.etcd != nil && p.namespace == "kube-system" && name == "etcd-"+p.node && port == etcdPort {
+		addr, ok = p.network.etcd.clientAddr(p.node)
+	}
+	if !ok {
+		return fmt.Errorf("failed to connect to localhost:%d inside the pod %s: connection refused", port, name)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("failed to connect to localhost:%d inside the pod %s: %w", port, name, err)
+	}
+	relay(stream, conn)
+	return nil
+}
+
+// relay copies both ways until either side ends, then closes both.
+func relay(a, b io.ReadWriteCloser) {
+	done := make(chan struct{}, 2)
+	copyTo := func(dst io.Writer, src io.Reader) {
+		_, _ = io.Copy(dst, src)
+		done <- struct{}{}
+	}
+	go copyTo(a, b)
+	go copyTo(b, a)
+	<-done
+	_ = a.Close()
+	_ = b.Close()
+	<-done
+}
+
+// oneConn is a listener that hands out one connection, then waits for it to close.
+type oneConn struct {
+	conn net.Conn
+	once sync.Once
+	done chan struct{}
+	mu   sync.Mutex
+}
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if l.done == nil {
+		l.done = make(chan struct{})
+	}
+	done := l.done
+	l.mu.Unlock()
+	var c net.Conn
+	l.once.Do(func() { c = &closeNotifier{Conn: l.conn, closed: done} })
+	if c != nil {
+		return c, nil
+	}
+	<-done
+	return nil, net.ErrClosed
+}
+
+func (l *oneConn) Close() error   { return nil }
+func (l *oneConn) Addr() net.Addr { return l.conn.LocalAddr() }
+
+type closeNotifier struct {
+	net.Conn
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (c *closeNotifier) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
