@@ -36,6 +36,9 @@ type distributionFlavour struct {
 	controlPlaneAPIVersion, controlPlaneKind string
 	// serverLabels are on a control-plane Node, and on no worker's.
 	serverLabels map[string]string
+	// upgradeBlock, when set, is docs/operations.md's block that upgrades the cluster to
+	// upgradeTo, run after the checks on the bed's own management cluster.
+	upgradeBlock, upgradeTo string
 }
 
 // onManagement is the management cluster a distribution scenario runs on.
@@ -200,12 +203,50 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 	Expect(providerClient.List(ctx, viaProvider)).To(Succeed())
 	Expect(viaProvider.Items).To(HaveLen(2))
 
+	if f.upgradeBlock != "" {
+		upgradesAsOperationsSays(f, namespace, name, gc)
+	}
+
 	By("deleting the Cluster removes everything on Harvester")
 	Expect(m.client.Delete(ctx, cluster)).To(Succeed())
 	Eventually(func() bool {
 		return apierrors.IsNotFound(m.client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
 	}).WithTimeout(3 * time.Minute).Should(BeTrue())
 	leakFree(target)
+}
+
+// upgradesAsOperationsSays runs docs/operations.md's upgrade block of f: both machines are
+// replaced, each new one at the new version with its Node's kubelet at it, and the guest's etcd
+// is left with the new server's member alone (its provider removed the old one's).
+func upgradesAsOperationsSays(f distributionFlavour, namespace, name string, gc *guest.Cluster) {
+	GinkgoHelper()
+	By("docs/operations.md's " + f.upgradeBlock + ": the server, then the agent, replaced at " + f.upgradeTo)
+	before := &clusterv1.MachineList{}
+	Expect(mgmt().List(ctx, before, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+	start := time.Now()
+	runDocumentedOnManagement("operations.md", f.upgradeBlock, "NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+f.upgradeTo)
+	Eventually(func(g Gomega) {
+		machines := &clusterv1.MachineList{}
+		g.Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+		g.Expect(machines.Items).To(HaveLen(2))
+		server := ""
+		for _, m := range machines.Items {
+			for _, old := range before.Items {
+				g.Expect(m.Name).NotTo(Equal(old.Name), "machine %s was kept", m.Name)
+			}
+			g.Expect(m.Spec.Version).To(Equal(f.upgradeTo), "machine %s", m.Name)
+			g.Expect(m.Status.NodeInfo).NotTo(BeNil(), "machine %s", m.Name)
+			g.Expect(m.Status.NodeInfo.KubeletVersion).To(Equal(f.upgradeTo), "machine %s's Node", m.Name)
+			if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+				server = m.Status.NodeRef.Name
+			}
+		}
+		members, learners, err := gc.EtcdMembers(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(learners).To(BeEmpty())
+		g.Expect(members).To(ConsistOf(HavePrefix(server+"-")), "the new server's member alone")
+	}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachines(namespace, name) })
+	GinkgoWriter.Printf("%s upgrade: server and agent replaced in %s\n", f.controlPlaneKind, time.Since(start).Round(time.Second))
 }
 
 func lastLines(s string, n int) string {

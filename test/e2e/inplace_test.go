@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -323,6 +324,39 @@ var _ = Describe("in-place updates", func() {
 			}
 			g.Expect(cps).To(Equal(3))
 		}).WithTimeout(time.Minute).Should(Succeed())
+
+		By("a failed control-plane machine: the template's MachineHealthCheck (timeouts shortened) marks it, KCP removes its etcd member and replaces it")
+		mhc := &clusterv1.MachineHealthCheck{}
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, mhc)).To(Succeed())
+		mhcBase := mhc.DeepCopy()
+		for i := range mhc.Spec.Checks.UnhealthyNodeConditions {
+			mhc.Spec.Checks.UnhealthyNodeConditions[i].TimeoutSeconds = ptr.To[int32](1)
+		}
+		Expect(c.Patch(ctx, mhc, client.MergeFrom(mhcBase))).To(Succeed())
+		Eventually(func(g Gomega) { before = ready(g, 5) }).Should(Succeed())
+		var failed clusterv1.Machine
+		for _, m := range before {
+			if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+				failed = m
+				break
+			}
+		}
+		vm := &kubevirtv1.VirtualMachine{}
+		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: harvesterMachine(Default, failed).Name}, vm)).To(Succeed())
+		vmBase := vm.DeepCopy()
+		vm.Spec.RunStrategy, vm.Spec.Running = ptr.To(kubevirtv1.RunStrategyHalted), nil
+		Expect(harvesterClient().Patch(ctx, vm, client.MergeFrom(vmBase))).To(Succeed())
+		start = time.Now()
+		Eventually(func(g Gomega) {
+			after := ready(g, 5)
+			g.Expect(after).NotTo(HaveKey(failed.Name), "the failed machine is replaced")
+			kcp := &controlplanev1.KubeadmControlPlane{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, kcp)).To(Succeed())
+			// Healthy means one member per machine: the failed machine's member was removed.
+			g.Expect(conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition)).To(BeTrue(),
+				"%v", conditions.Get(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition))
+		}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
+		GinkgoWriter.Printf("control-plane remediation: replaced in %s\n", time.Since(start).Round(time.Second))
 
 		By("deleting the Cluster removes everything on Harvester")
 		cluster := &clusterv1.Cluster{}

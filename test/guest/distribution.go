@@ -48,6 +48,10 @@ type Distribution struct {
 	// InstallVersionVariable is the installer's variable that names the version the bootstrap
 	// commands install (INSTALL_RKE2_VERSION, INSTALL_K3S_VERSION): the Node's kubelet reports it.
 	InstallVersionVariable string
+	// EtcdPods says a server runs its embedded etcd as the static pod etcd-<node> (RKE2), which
+	// the control-plane provider reaches through port-forward, with the etcd server CA at
+	// TLSDir/etcd/server-ca.{crt,key}; K3s runs etcd inside its own process.
+	EtcdPods bool
 }
 
 // DistributionNode is what a VM's bootstrap data of a Distribution tells the node agent.
@@ -111,7 +115,7 @@ func (d *Distribution) ParseNode(userData []byte) (*DistributionNode, error) {
 		n.Labels["node-role.kubernetes.io/control-plane"] = "true"
 		n.Labels["node-role.kubernetes.io/master"] = "true"
 		if d.Etcd(config) {
-			n.Labels["node-role.kubernetes.io/etcd"] = "true"
+			n.Labels[etcdRoleLabel] = "true"
 		}
 	}
 	for _, l := range configStrings(config, "node-label") {
@@ -189,6 +193,18 @@ func StartDistribution(ctx context.Context, namespace, name, endpoint string, n 
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
+	var etcd *stackedEtcd
+	if d.EtcdPods && n.Labels[etcdRoleLabel] == "true" {
+		etcd, err = newStackedEtcd(n.Files[d.TLSDir+"/etcd/server-ca.crt"], n.Files[d.TLSDir+"/etcd/server-ca.key"],
+			filepath.Join(certDir, "etcd"), rke2EtcdMemberName)
+		if err != nil {
+			return nil, errors.Join(err, os.RemoveAll(certDir))
+		}
+	}
+	network, egressConfig, err := startKubeletNetwork(certDir)
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(certDir))
+	}
 	env, err := testenv.Start(testenv.Options{
 		Name: "guest-" + namespace + "-" + name, Scheme: scheme,
 		ConfigureAPIServer: func(s *envtest.APIServer) error {
@@ -196,14 +212,19 @@ func StartDistribution(ctx context.Context, namespace, name, endpoint string, n 
 			s.SecureServing.ListenAddr = envtest.ListenAddr{Address: host, Port: port}
 			s.SecureServing.CA = serverCA.certPEM
 			s.SecureServing.Authn = &clusterCAAuthn{ca: clientCA}
-			s.Configure().Set("kubelet-preferred-address-types", "Hostname")
+			// The kubelets through the bed's network (see kubeletNetwork), as for kubeadm.
+			s.Configure().Set("egress-selector-config-file", egressConfig)
+			s.Configure().Set("kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname")
 			return nil
 		},
 	})
 	if err != nil {
+		network.stop()
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
+	network.serve(env.Client, etcd)
 	g := &Cluster{Namespace: namespace, Name: name, Env: env, WithCCM: n.ExternalCloudProvider, certDir: certDir,
+		etcd: etcd, network: network,
 		NodeConfigFor: func(userData []byte) (*NodeConfig, error) {
 			dn, err := d.ParseNode(userData)
 			if err != nil || dn == nil {
@@ -211,6 +232,11 @@ func StartDistribution(ctx context.Context, namespace, name, endpoint string, n 
 			}
 			return dn.NodeConfig(), nil
 		},
+	}
+	if etcd != nil {
+		if err := setUpRKE2EtcdRemoval(env.Manager, etcd); err != nil {
+			return nil, errors.Join(err, g.Stop())
+		}
 	}
 	cert, certErr := os.ReadFile(filepath.Join(certDir, "apiserver.crt"))
 	key, keyErr := os.ReadFile(filepath.Join(certDir, "apiserver.key"))

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -27,21 +28,26 @@ import (
 // to (sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg, EtcdClientGenerator).
 const etcdPort = 2379
 
-// stackedEtcd is the etcd a kubeadm control plane stacks on its machines: one real etcd process
-// per control-plane node (the envtest etcd binary), named after the node, serving with
+// stackedEtcd is the etcd a control plane stacks on its machines (kubeadm's, RKE2's embedded
+// one): one real etcd process per control-plane node (the envtest etcd binary), serving with
 // certificates of the cluster's etcd CA from the bootstrap data and requiring client
-// certificates of it, as kubeadm's static pod does. `kubeadm init` starts the first member;
-// `kubeadm join --control-plane` adds its node as a learner, starts it and promotes it once it
-// has caught up (kubeadm's learner mode); a member whose VM is gone stops but stays in the
-// member list until someone removes it, as KCP does before it deletes a control-plane machine.
-// The guest's kube-apiserver keeps its own storage: this etcd is what KCP (through the kubelet
-// endpoint, see kubeletNetwork) checks, changes and moves leadership in.
+// certificates of it, as kubeadm's static pod and RKE2's etcd do. The first server starts the
+// first member; a joining one is added as a learner, started and promoted once it has caught
+// up (kubeadm's learner mode; RKE2 does the same); a member whose VM is gone stops but stays in
+// the member list until someone removes it (KCP through its etcd client, CAPRKE2 through RKE2's
+// Node annotation, see rke2EtcdRemoval). The guest's kube-apiserver keeps its own storage: this
+// etcd is what the control-plane providers (through the kubelet endpoint, see kubeletNetwork)
+// check, change and move leadership in.
 type stackedEtcd struct {
 	binary string
 	dir    string
 	ca     *clusterCA
+	// memberName is the etcd member name of a node: kubeadm uses the node's name, RKE2 the
+	// node's name and a random suffix.
+	memberName func(node string) string
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// members by node name.
 	members map[string]*etcdMember
 }
 
@@ -54,10 +60,23 @@ type etcdMember struct {
 	proc                  *process
 }
 
-// newStackedEtcd returns the stacked etcd of a kubeadm cluster whose ClusterConfiguration is
-// clusterConfiguration and whose etcd CA is in files; nil when the cluster uses an external
-// etcd, which kubeadm then does not run.
-func newStackedEtcd(clusterConfiguration string, files map[string][]byte, dir string) (*stackedEtcd, error) {
+// newStackedEtcd returns the stacked etcd of a cluster whose etcd CA is caCert and caKey.
+func newStackedEtcd(caCert, caKey []byte, dir string, memberName func(string) string) (*stackedEtcd, error) {
+	ca, err := parseClusterCA(caCert, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("the etcd CA: %w", err)
+	}
+	assets, err := testenv.AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	return &stackedEtcd{binary: filepath.Join(assets, "etcd"), dir: dir, ca: ca, memberName: memberName, members: map[string]*etcdMember{}}, nil
+}
+
+// kubeadmEtcd returns the stacked etcd of a kubeadm cluster whose ClusterConfiguration is
+// clusterConfiguration and whose etcd CA is in files, members named after their nodes; nil
+// when the cluster uses an external etcd, which kubeadm then does not run.
+func kubeadmEtcd(clusterConfiguration string, files map[string][]byte, dir string) (*stackedEtcd, error) {
 	var cc struct {
 		Etcd struct {
 			External *struct{} `json:"external"`
@@ -69,15 +88,7 @@ func newStackedEtcd(clusterConfiguration string, files map[string][]byte, dir st
 	if cc.Etcd.External != nil {
 		return nil, nil
 	}
-	ca, err := parseClusterCA(files[pkiDir+"etcd/ca.crt"], files[pkiDir+"etcd/ca.key"])
-	if err != nil {
-		return nil, fmt.Errorf("the etcd CA: %w", err)
-	}
-	assets, err := testenv.AssetsDir()
-	if err != nil {
-		return nil, err
-	}
-	return &stackedEtcd{binary: filepath.Join(assets, "etcd"), dir: dir, ca: ca, members: map[string]*etcdMember{}}, nil
+	return newStackedEtcd(files[pkiDir+"etcd/ca.crt"], files[pkiDir+"etcd/ca.key"], dir, func(node string) string { return node })
 }
 
 // join makes node a running, voting member: the first member starts a new cluster, later ones
@@ -94,11 +105,11 @@ func (e *stackedEtcd) join(ctx context.Context, node string) error {
 		}
 		return e.promote(ctx, m)
 	}
-	m, err := e.newMember(node)
+	m, err := e.newMember(e.memberName(node))
 	if err != nil {
 		return err
 	}
-	initialCluster := []string{node + "=https://" + m.peerAddr}
+	initialCluster := []string{m.name + "=https://" + m.peerAddr}
 	m.state = "new"
 	if running := e.running(); len(running) > 0 {
 		c, err := e.client(running)
@@ -108,7 +119,7 @@ func (e *stackedEtcd) join(ctx context.Context, node string) error {
 		defer c.Close()
 		added, err := c.MemberAddAsLearner(ctx, []string{"https://" + m.peerAddr})
 		if err != nil {
-			return fmt.Errorf("adding %s to etcd: %w", node, err)
+			return fmt.Errorf("adding %s to etcd: %w", m.name, err)
 		}
 		m.state = "existing"
 		for _, member := range added.Members {
@@ -130,8 +141,12 @@ func (e *stackedEtcd) join(ctx context.Context, node string) error {
 
 // promote promotes node's member if it is a learner, waiting for it to catch up as kubeadm does.
 func (e *stackedEtcd) promote(ctx context.Context, m *etcdMember) error {
-	// A learner answers no member calls: ask the cluster.
-	c, err := e.client(e.running())
+	// A learner answers no member calls: ask the others. A member alone votes.
+	others := slices.DeleteFunc(e.running(), func(addr string) bool { return addr == m.clientAddr })
+	if len(others) == 0 {
+		return nil
+	}
+	c, err := e.client(others)
 	if err != nil {
 		return err
 	}
@@ -163,6 +178,39 @@ func (e *stackedEtcd) promote(ctx context.Context, m *etcdMember) error {
 	}
 }
 
+// remove removes node's member from the cluster, as RKE2 does when its Node asks for it, and
+// returns the member's name; etcd stops the removed member's process itself.
+func (e *stackedEtcd) remove(ctx context.Context, node string) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.members[node]
+	if m == nil {
+		return "", fmt.Errorf("node %s runs no etcd member", node)
+	}
+	running := e.running()
+	if len(running) == 0 {
+		return "", fmt.Errorf("no etcd member runs to remove %s", m.name)
+	}
+	c, err := e.client(running)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	list, err := c.MemberList(ctx)
+	if err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(list.Members, func(member *etcdserverpb.Member) bool {
+		return slices.Contains(member.PeerURLs, "https://"+m.peerAddr)
+	})
+	if i >= 0 {
+		if _, err := c.MemberRemove(ctx, list.Members[i].ID); err != nil {
+			return "", fmt.Errorf("removing the etcd member %s: %w", m.name, err)
+		}
+	}
+	return m.name, nil
+}
+
 // stop stops node's member, as powering its VM off does; it stays in the member list.
 func (e *stackedEtcd) stop(node string) {
 	e.mu.Lock()
@@ -183,6 +231,16 @@ func (e *stackedEtcd) stopAll() {
 	}
 }
 
+// memberOf returns the name of node's member; empty when it has none.
+func (e *stackedEtcd) memberOf(node string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if m := e.members[node]; m != nil {
+		return m.name
+	}
+	return ""
+}
+
 // clientAddr returns the address node's member serves clients on, while it runs.
 func (e *stackedEtcd) clientAddr(node string) (string, bool) {
 	e.mu.Lock()
@@ -192,6 +250,39 @@ func (e *stackedEtcd) clientAddr(node string) (string, bool) {
 		return "", false
 	}
 	return m.clientAddr, true
+}
+
+// EtcdMembers returns the names of the members of the guest's stacked etcd and which of them
+// are learners, as etcd lists them.
+func (c *Cluster) EtcdMembers(ctx context.Context) (names, learners []string, err error) {
+	if c.etcd == nil {
+		return nil, nil, errors.New("the guest runs no stacked etcd")
+	}
+	return c.etcd.memberNames(ctx)
+}
+
+func (e *stackedEtcd) memberNames(ctx context.Context) ([]string, []string, error) {
+	e.mu.Lock()
+	running := e.running()
+	e.mu.Unlock()
+	c, err := e.client(running)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close()
+	list, err := c.MemberList(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var names, learners []string
+	for _, m := range list.Members {
+		names = append(names, m.Name)
+		if m.IsLearner {
+			learners = append(learners, m.Name)
+		}
+	}
+	slices.Sort(names)
+	return names, learners, nil
 }
 
 // running returns the client addresses of the running members.

@@ -19,7 +19,7 @@ func newTestEtcd(t *testing.T) (*stackedEtcd, *testenv.ServingCertificate) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := newStackedEtcd("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n",
+	e, err := kubeadmEtcd("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n",
 		map[string][]byte{pkiDir + "etcd/ca.crt": ca.CA, pkiDir + "etcd/ca.key": ca.CAKey}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -28,44 +28,27 @@ func newTestEtcd(t *testing.T) (*stackedEtcd, *testenv.ServingCertificate) {
 	return e, ca
 }
 
-// members returns the member names and which of them are learners.
-func (e *stackedEtcd) memberNames(ctx context.Context) ([]string, []string, error) {
-	e.mu.Lock()
-	running := e.running()
-	e.mu.Unlock()
-	c, err := e.client(running)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer c.Close()
-	list, err := c.MemberList(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	var names, learners []string
-	for _, m := range list.Members {
-		names = append(names, m.Name)
-		if m.IsLearner {
-			learners = append(learners, m.Name)
-		}
-	}
-	slices.Sort(names)
-	return names, learners, nil
-}
-
 func TestStackedEtcdJoinsLikeKubeadm(t *testing.T) {
 	e, _ := newTestEtcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for _, node := range []string{"cp-a", "cp-b", "cp-c"} {
-		// etcd refuses a new member for a few seconds after the last one joined ("unhealthy
-		// cluster"): kubeadm retries, as the node agent's requeue does.
-		for err := e.join(ctx, node); err != nil; err = e.join(ctx, node) {
-			if ctx.Err() != nil {
-				t.Fatalf("join %s: %v", node, err)
+	// etcd refuses a change of membership for a few seconds after a member (re)joined
+	// ("unhealthy cluster"): kubeadm and RKE2 retry, as the node agent's requeue and the removal
+	// controller's do.
+	retry := func(what string, f func() error) {
+		t.Helper()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for err := f(); err != nil; err = f() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: %v", what, err)
+			case <-tick.C:
 			}
-			time.Sleep(time.Second)
 		}
+	}
+	for _, node := range []string{"cp-a", "cp-b", "cp-c"} {
+		retry("join "+node, func() error { return e.join(ctx, node) })
 		// Idempotent: the node agent calls it on every reconcile.
 		if err := e.join(ctx, node); err != nil {
 			t.Fatalf("join %s again: %v", node, err)
@@ -90,10 +73,23 @@ func TestStackedEtcdJoinsLikeKubeadm(t *testing.T) {
 	if names, _, err = e.memberNames(ctx); err != nil || len(names) != 3 {
 		t.Fatalf("after the restart: members %v, %v", names, err)
 	}
+
+	// Removed (as RKE2 does on its Node's annotation): etcd stops the member itself.
+	var removed string
+	retry("removing cp-c", func() (err error) {
+		removed, err = e.remove(ctx, "cp-c")
+		return err
+	})
+	if removed != "cp-c" {
+		t.Fatalf("removed %q, want cp-c", removed)
+	}
+	if names, _, err = e.memberNames(ctx); err != nil || !slices.Equal(names, []string{"cp-a", "cp-b"}) {
+		t.Fatalf("after the removal: members %v, %v; want cp-a, cp-b", names, err)
+	}
 }
 
 func TestNoStackedEtcdWithAnExternalOne(t *testing.T) {
-	e, err := newStackedEtcd("kind: ClusterConfiguration\netcd:\n  external:\n    endpoints: [https://10.0.0.1:2379]\n", nil, t.TempDir())
+	e, err := kubeadmEtcd("kind: ClusterConfiguration\netcd:\n  external:\n    endpoints: [https://10.0.0.1:2379]\n", nil, t.TempDir())
 	if err != nil || e != nil {
 		t.Fatalf("got %v, %v; want no stacked etcd", e, err)
 	}

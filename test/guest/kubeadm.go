@@ -169,7 +169,7 @@ func StartKubeadm(ctx context.Context, namespace, name string, n *KubeadmNode) (
 	if err := ca.writeServingFiles(certDir, host, n.Files[pkiDir+"sa.key"], n.Files[pkiDir+"sa.pub"]); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
-	etcd, err := newStackedEtcd(n.ClusterConfiguration, n.Files, filepath.Join(certDir, "etcd"))
+	etcd, err := kubeadmEtcd(n.ClusterConfiguration, n.Files, filepath.Join(certDir, "etcd"))
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}

@@ -288,7 +288,10 @@ func (a *NodeAgent) join(ctx context.Context, g *Cluster, vmi *kubevirtv1.Virtua
 		}
 	}
 	name, err := a.register(ctx, g, vmi, kn, nc)
-	if err != nil || kn == nil || !kn.ControlPlane {
+	kubeadmControlPlane := kn != nil && kn.ControlPlane
+	// An RKE2 server with embedded etcd (the guest has a stacked etcd only then).
+	etcdServer := g.etcd != nil && nc != nil && nc.ControlPlane && nc.Labels[etcdRoleLabel] == "true"
+	if err != nil || (!kubeadmControlPlane && !etcdServer) {
 		return ctrl.Result{}, err
 	}
 	if g.etcd != nil {
@@ -299,7 +302,14 @@ func (a *NodeAgent) join(ctx context.Context, g *Cluster, vmi *kubevirtv1.Virtua
 			ctrl.LoggerFrom(ctx).Info("the node's etcd member has not joined yet", "node", name, "reason", err.Error())
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
+		if etcdServer {
+			// RKE2's server names its member on its Node.
+			if err := annotate(ctx, g.Env.Client, name, rke2EtcdNodeNameAnnotation, g.etcd.memberOf(name)); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 	}
+	// Both run their control plane as static pods, whose mirror pods the kubelet posts.
 	return ctrl.Result{}, controlPlanePods(ctx, g.Env.Client, name)
 }
 
@@ -543,6 +553,23 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 		return "", err
 	}
 	return name, clearNotReadyTaint(ctx, c, node)
+}
+
+// annotate sets an annotation on the guest's Node name.
+func annotate(ctx context.Context, c client.Client, name, key, value string) error {
+	node := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		return err
+	}
+	if node.Annotations[key] == value {
+		return nil
+	}
+	base := node.DeepCopy()
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[key] = value
+	return c.Patch(ctx, node, client.MergeFrom(base))
 }
 
 // clearNotReadyTaint removes the not-ready taint the apiserver puts on every new Node
