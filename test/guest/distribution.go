@@ -222,7 +222,7 @@ func StartDistribution(ctx context.Context, namespace, name, endpoint string, n 
 		network.stop()
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
-	network.serve(env.Client, etcd)
+	network.serve(env.Client, etcd, endpoint)
 	g := &Cluster{Namespace: namespace, Name: name, Env: env, WithCCM: n.ExternalCloudProvider, certDir: certDir,
 		etcd: etcd, network: network,
 		NodeConfigFor: func(userData []byte) (*NodeConfig, error) {

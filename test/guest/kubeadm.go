@@ -199,7 +199,7 @@ func StartKubeadm(ctx context.Context, namespace, name string, n *KubeadmNode) (
 		network.stop()
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
-	network.serve(env.Client, etcd)
+	network.serve(env.Client, etcd, n.Endpoint)
 	g := &Cluster{Namespace: namespace, Name: name, Env: env, WithCCM: n.ExternalCloudProvider, Kubeadm: true, certDir: certDir,
 		etcd: etcd, network: network}
 	cm := &corev1.ConfigMap{

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,13 +34,16 @@ const kubeletPort = 10250
 // address on the kubelet port is served by that node's kubelet: its serving certificate
 // (self-signed, as a kubelet's is without serving-certificate bootstrap) and its port-forward
 // endpoint, kubelet's own streaming code from k8s.io/cri-streaming. What the forward reaches is
-// the bed's: etcd's client port on a control-plane node (see stackedEtcd); nothing else of a
-// guest's pods listens. Other destinations are dialled directly, as without the proxy.
+// the bed's: on a control-plane node, etcd's client port (see stackedEtcd) and the API server's
+// port (the guest's one apiserver, whose serving certificate KCP reads for its expiry); nothing
+// else of a guest's pods listens. Other destinations are dialled directly, as without the proxy.
 type kubeletNetwork struct {
-	guest    client.Client
-	etcd     *stackedEtcd
-	listener net.Listener
-	tls      *tls.Config
+	guest client.Client
+	etcd  *stackedEtcd
+	// apiserver is the guest apiserver's host:port.
+	apiserver string
+	listener  net.Listener
+	tls       *tls.Config
 
 	wg sync.WaitGroup
 }
@@ -79,9 +83,9 @@ egressSelections:
 }
 
 // serve accepts the apiserver's connections until stop; guest is the guest's client, etcd its
-// stacked etcd (nil with an external one).
-func (k *kubeletNetwork) serve(guest client.Client, etcd *stackedEtcd) {
-	k.guest, k.etcd = guest, etcd
+// stacked etcd (nil with an external one), apiserver the apiserver's host:port.
+func (k *kubeletNetwork) serve(guest client.Client, etcd *stackedEtcd, apiserver string) {
+	k.guest, k.etcd, k.apiserver = guest, etcd, apiserver
 	k.wg.Go(func() {
 		for {
 			conn, err := k.listener.Accept()
@@ -197,7 +201,8 @@ func (k *kubeletNetwork) kubelet(node string) http.Handler {
 	return mux
 }
 
-// podPorts is what listens in the pods of one node: etcd's client port in its etcd pod.
+// podPorts is what listens in the pods of one node: etcd's client port in its etcd pod, the
+// apiserver's port in its kube-apiserver pod.
 type podPorts struct {
 	network         *kubeletNetwork
 	node, namespace string
@@ -206,8 +211,12 @@ type podPorts struct {
 func (p *podPorts) PortForward(ctx context.Context, name, _ string, port int32, stream io.ReadWriteCloser) error {
 	defer runtime.HandleCrash()
 	addr, ok := "", false
-	if p.network.etcd != nil && p.namespace == "kube-system" && name == "etcd-"+p.node && port == etcdPort {
+	switch {
+	case p.namespace != metav1.NamespaceSystem:
+	case p.network.etcd != nil && name == "etcd-"+p.node && port == etcdPort:
 		addr, ok = p.network.etcd.clientAddr(p.node)
+	case name == "kube-apiserver-"+p.node && strings.HasSuffix(p.network.apiserver, fmt.Sprintf(":%d", port)):
+		addr, ok = p.network.apiserver, true
 	}
 	if !ok {
 		return fmt.Errorf("failed to connect to localhost:%d inside the pod %s: connection refused", port, name)

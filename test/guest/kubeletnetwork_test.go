@@ -5,6 +5,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,7 +53,7 @@ func TestKCPReachesStackedEtcdThroughTheKubelet(t *testing.T) {
 		_ = env.Stop()
 		network.stop()
 	})
-	network.serve(env.Client, e)
+	network.serve(env.Client, e, strings.TrimSuffix(strings.TrimPrefix(env.Config.Host, "https://"), "/"))
 
 	// Two nodes at VM addresses nothing on this host routes to; each has an etcd pod.
 	for _, n := range []string{"cp-a", "cp-b"} {
@@ -101,12 +104,39 @@ func TestKCPReachesStackedEtcdThroughTheKubelet(t *testing.T) {
 		_ = c.Close()
 		t.Fatal("reached an etcd on cp-b, which runs none")
 	}
-	// Only etcd's port is served.
+	// The apiserver's port of its pod is the guest's apiserver, whose certificate KCP reads for
+	// its expiry (GetAPIServerCertificateExpiry dials it so); no other port is served.
+	dialer, err := proxy.NewDialer(proxy.Proxy{Kind: "pods", Namespace: metav1.NamespaceSystem, KubeConfig: env.Config, Port: apiserverPort(t, env.Config.Host)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := dialer.DialContextWithAddr(ctx, "kube-apiserver-cp-a")
+	if err != nil {
+		t.Fatalf("the apiserver's port through cp-a's kubelet: %v", err)
+	}
+	conn := tls.Client(raw, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // as KCP
+	if err := conn.HandshakeContext(ctx); err != nil {
+		t.Fatalf("TLS with the apiserver through cp-a's kubelet: %v", err)
+	}
+	_ = conn.Close()
 	if c, err := etcd.NewClient(ctx, etcd.ClientConfiguration{
-		Endpoint: "kube-apiserver-cp-a", Proxy: proxy.Proxy{Kind: "pods", Namespace: metav1.NamespaceSystem, KubeConfig: env.Config, Port: 6443},
+		Endpoint: "kube-apiserver-cp-a", Proxy: proxy.Proxy{Kind: "pods", Namespace: metav1.NamespaceSystem, KubeConfig: env.Config, Port: 2380},
 		TLSConfig: tlsConfig, DialTimeout: 2 * time.Second, CallTimeout: 2 * time.Second, Logger: zap.NewNop(),
 	}); err == nil {
 		_ = c.Close()
-		t.Fatal("reached port 6443 of kube-apiserver-cp-a, which the bed does not serve")
+		t.Fatal("reached port 2380 of kube-apiserver-cp-a, which nothing serves")
 	}
+}
+
+func apiserverPort(t *testing.T, host string) int {
+	t.Helper()
+	_, port, err := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(host, "https://"), "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

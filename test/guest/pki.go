@@ -59,7 +59,9 @@ func (ca *clusterCA) issue(template *x509.Certificate) ([]byte, []byte, error) {
 	}
 	template.SerialNumber = serial
 	template.NotBefore = time.Now().Add(-time.Minute)
-	template.NotAfter = time.Now().Add(24 * time.Hour)
+	if template.NotAfter.IsZero() {
+		template.NotAfter = time.Now().Add(24 * time.Hour)
+	}
 	template.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, template, ca.cert, key.Public(), ca.key)
 	if err != nil {
@@ -82,6 +84,8 @@ func (ca *clusterCA) writeServingFiles(dir, host string, saKey, saPub []byte) er
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		IPAddresses: []net.IP{net.ParseIP(host), net.ParseIP("127.0.0.1")},
+		// kubeadm's and RKE2's serving certificates last a year; KCP reads the expiry.
+		NotAfter: time.Now().Add(365 * 24 * time.Hour),
 	})
 	if err != nil {
 		return fmt.Errorf("issuing the serving certificate: %w", err)
