@@ -46,7 +46,11 @@ type stackedEtcd struct {
 	// node's name and a random suffix.
 	memberName func(node string) string
 
-	mu sync.Mutex
+	// change serialises membership changes (join, remove), which call etcd; mu guards members
+	// and their processes, and is never held across a call to etcd, so that a port-forward to
+	// a member does not wait for a learner's promotion.
+	change sync.Mutex
+	mu     sync.Mutex
 	// members by node name.
 	members map[string]*etcdMember
 }
@@ -95,10 +99,13 @@ func kubeadmEtcd(clusterConfiguration string, files map[string][]byte, dir strin
 // are added as learners and promoted. It is idempotent: a node's agent calls it on every
 // reconcile of its VM.
 func (e *stackedEtcd) join(ctx context.Context, node string) error {
+	e.change.Lock()
+	defer e.change.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if m := e.members[node]; m != nil {
-		if m.proc.exited() != nil {
+	m := e.members[node]
+	e.mu.Unlock()
+	if m != nil {
+		if e.process(m).exited() != nil {
 			// The VM was stopped and runs again: kubelet starts the static pod, which finds
 			// its data (and exits again at once if the member was removed meanwhile).
 			return e.start(ctx, m)
@@ -132,7 +139,9 @@ func (e *stackedEtcd) join(ctx context.Context, node string) error {
 	if err := e.start(ctx, m); err != nil {
 		return err
 	}
+	e.mu.Lock()
 	e.members[node] = m
+	e.mu.Unlock()
 	if m.state == "new" {
 		return nil
 	}
@@ -181,9 +190,11 @@ func (e *stackedEtcd) promote(ctx context.Context, m *etcdMember) error {
 // remove removes node's member from the cluster, as RKE2 does when its Node asks for it, and
 // returns the member's name; etcd stops the removed member's process itself.
 func (e *stackedEtcd) remove(ctx context.Context, node string) (string, error) {
+	e.change.Lock()
+	defer e.change.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	m := e.members[node]
+	e.mu.Unlock()
 	if m == nil {
 		return "", fmt.Errorf("node %s runs no etcd member", node)
 	}
@@ -217,18 +228,28 @@ func (e *stackedEtcd) stop(node string) {
 	m := e.members[node]
 	e.mu.Unlock()
 	if m != nil {
-		m.proc.stop()
+		e.process(m).stop()
 	}
 }
 
 // stopAll stops every member.
 func (e *stackedEtcd) stopAll() {
 	e.mu.Lock()
-	members := e.members
-	e.mu.Unlock()
-	for _, m := range members {
-		m.proc.stop()
+	var procs []*process
+	for _, m := range e.members {
+		procs = append(procs, m.proc)
 	}
+	e.mu.Unlock()
+	for _, p := range procs {
+		p.stop()
+	}
+}
+
+// process returns m's current process.
+func (e *stackedEtcd) process(m *etcdMember) *process {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return m.proc
 }
 
 // memberOf returns the name of node's member; empty when it has none.
@@ -262,10 +283,7 @@ func (c *Cluster) EtcdMembers(ctx context.Context) (names, learners []string, er
 }
 
 func (e *stackedEtcd) memberNames(ctx context.Context) ([]string, []string, error) {
-	e.mu.Lock()
-	running := e.running()
-	e.mu.Unlock()
-	c, err := e.client(running)
+	c, err := e.client(e.running())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -287,6 +305,8 @@ func (e *stackedEtcd) memberNames(ctx context.Context) ([]string, []string, erro
 
 // running returns the client addresses of the running members.
 func (e *stackedEtcd) running() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	var addrs []string
 	for _, m := range e.members {
 		if m.proc.exited() == nil {
@@ -347,7 +367,9 @@ func (e *stackedEtcd) start(ctx context.Context, m *etcdMember) error {
 	if err != nil {
 		return err
 	}
+	e.mu.Lock()
 	m.proc = p
+	e.mu.Unlock()
 	return nil
 }
 
