@@ -237,7 +237,7 @@ func (p *CAPIProviders) start(ctx context.Context, mgmt *testenv.Environment, bi
 	}
 	for _, part := range p.Spec.parts() {
 		name := partName(part)
-		ports, err := freeLoopbackPorts(3)
+		ports, err := testenv.FreeLoopbackPorts(3)
 		if err != nil {
 			return err
 		}

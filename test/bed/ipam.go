@@ -80,7 +80,7 @@ func (b *Bed) StartIPAMProvider(ctx context.Context) (*IPAMProvider, error) {
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(work))
 	}
-	ports, err := freeLoopbackPorts(2)
+	ports, err := testenv.FreeLoopbackPorts(2)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(work))
 	}

@@ -126,7 +126,7 @@ func installProvider(ctx context.Context, mgmt *testenv.Environment, o ProviderO
 }
 
 func (p *Provider) install(ctx context.Context, mgmt *testenv.Environment, o ProviderOptions) error {
-	ports, err := freeLoopbackPorts(1)
+	ports, err := testenv.FreeLoopbackPorts(1)
 	if err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func renderComponents(variables map[string]string) ([]*unstructured.Unstructured
 // variable of the components).
 func (p *Provider) prepare(objects []*unstructured.Unstructured) error {
 	p.Objects = objects
-	ports, err := freeLoopbackPorts(2)
+	ports, err := testenv.FreeLoopbackPorts(2)
 	if err != nil {
 		return err
 	}
@@ -488,25 +488,6 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 		return fmt.Errorf("applying %s %s: %w", kind, client.ObjectKeyFromObject(obj), err)
 	}
 	return nil
-}
-
-func freeLoopbackPorts(n int) ([]int, error) {
-	var ports []int
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // MetricsClient is an HTTPS client for the manager's metrics endpoint (its certificate is

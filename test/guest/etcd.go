@@ -317,7 +317,7 @@ func (e *stackedEtcd) running() []string {
 }
 
 func (e *stackedEtcd) newMember(node string) (*etcdMember, error) {
-	ports, err := freePorts(2)
+	ports, err := testenv.FreeLoopbackPorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -397,24 +397,4 @@ func (e *stackedEtcd) client(addrs []string) (*clientv3.Client, error) {
 		Endpoints: endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
 		TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12},
 	})
-}
-
-// freePorts returns n loopback ports nothing listens on.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -5,6 +5,7 @@ package testenv
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,4 +75,25 @@ func DownloadModule(module, version string) (string, error) {
 		return "", fmt.Errorf("downloading %s@%s: %v %s", module, version, err, result.Error)
 	}
 	return result.Dir, nil
+}
+
+// FreeLoopbackPorts returns n loopback ports nothing listens on (for a process the bed starts
+// that takes its ports as flags).
+func FreeLoopbackPorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
