@@ -36,9 +36,9 @@ type distributionFlavour struct {
 	controlPlaneAPIVersion, controlPlaneKind string
 	// serverLabels are on a control-plane Node, and on no worker's.
 	serverLabels map[string]string
-	// upgradeBlock, when set, is docs/operations.md's block that upgrades the cluster to
-	// upgradeTo, run after the checks on the bed's own management cluster.
-	upgradeBlock, upgradeTo string
+	// upgradeTo, when set, is the version docs/operations.md's upgrade-rke2-k3s block upgrades
+	// the cluster to, after the checks on the bed's own management cluster.
+	upgradeTo string
 }
 
 // onManagement is the management cluster a distribution scenario runs on.
@@ -203,7 +203,7 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 	Expect(providerClient.List(ctx, viaProvider)).To(Succeed())
 	Expect(viaProvider.Items).To(HaveLen(2))
 
-	if f.upgradeBlock != "" {
+	if f.upgradeTo != "" {
 		upgradesAsOperationsSays(f, namespace, name, gc)
 	}
 
@@ -215,16 +215,16 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 	leakFree(target)
 }
 
-// upgradesAsOperationsSays runs docs/operations.md's upgrade block of f: both machines are
+// upgradesAsOperationsSays runs docs/operations.md's upgrade block for RKE2 and K3s: both machines are
 // replaced, each new one at the new version with its Node's kubelet at it, and the guest's etcd
 // is left with the new server's member alone (its provider removed the old one's).
 func upgradesAsOperationsSays(f distributionFlavour, namespace, name string, gc *guest.Cluster) {
 	GinkgoHelper()
-	By("docs/operations.md's " + f.upgradeBlock + ": the server, then the agent, replaced at " + f.upgradeTo)
+	By("docs/operations.md's upgrade-rke2-k3s: the server, then the agent, replaced at " + f.upgradeTo)
 	before := &clusterv1.MachineList{}
 	Expect(mgmt().List(ctx, before, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
 	start := time.Now()
-	runDocumentedOnManagement("operations.md", f.upgradeBlock, "NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+f.upgradeTo)
+	runDocumentedOnManagement("operations.md", "upgrade-rke2-k3s", "NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+f.upgradeTo)
 	Eventually(func(g Gomega) {
 		machines := &clusterv1.MachineList{}
 		g.Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())

@@ -7,11 +7,12 @@ import (
 )
 
 var _ = Describe("a K3s cluster from cluster-template-k3s.yaml", func() {
-	It("comes up with the K3s bootstrap and control-plane providers (v0.4.0, as processes), and leaves nothing behind", func() {
+	It("comes up with the K3s bootstrap and control-plane providers (v0.4.0, as processes), upgrades as docs/operations.md says, and leaves nothing behind", func() {
 		provisionsWithItsProviders(distributionFlavour{
 			providers:              bed.K3s,
 			template:               "cluster-template-k3s.yaml",
 			variables:              map[string]string{"K3S_VERSION": "v1.35.4+k3s1"},
+			upgradeTo:              "v1.35.5+k3s1",
 			controlPlaneAPIVersion: "controlplane.cluster.x-k8s.io/v1beta2", controlPlaneKind: "KThreesControlPlane",
 			// What a K3s server started with cluster-init (the provider's default: embedded etcd)
 			// puts on its Node.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -19,6 +20,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
@@ -184,6 +186,9 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		}
 
 		if !whole {
+			By("docs/operations.md: a topology upgrade (the version and the image variable at once) replaces the control-plane machine, then the worker, each once")
+			upgradesTheTopology(namespace, name, target, workers)
+
 			By("deleting the Cluster removes everything on Harvester")
 			Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
 			Eventually(func() bool {
@@ -350,4 +355,92 @@ func remediatesAFailedWorker(namespace, name, target string, gc *guest.Cluster, 
 		g.Expect(gc.Env.Client.List(ctx, nodes)).To(Succeed())
 		g.Expect(nodes.Items).To(HaveLen(1 + workers))
 	}).WithTimeout(2 * time.Minute).Should(Succeed())
+}
+
+// upgradesTheTopology runs docs/operations.md's topology upgrade (v1.35.4 to v1.35.5 and an
+// image with it) and checks that CAPI's topology controller replaced every machine once: the
+// control plane first, then the workers, which it holds back with their new image until the
+// control plane is done (so they roll out once, not for the image and again for the version).
+func upgradesTheTopology(namespace, name, target string, workers int) {
+	GinkgoHelper()
+	const version, image = "v1.35.5", "default/ubuntu-2404-kube-v1.35.5"
+	Expect(client.IgnoreAlreadyExists(testBed.Harvester.AddImage(ctx, "default", "ubuntu-2404-kube-v1.35.5", true))).To(Succeed())
+	list := func() ([]clusterv1.Machine, error) {
+		machines := &clusterv1.MachineList{}
+		err := mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})
+		return machines.Items, err
+	}
+	before, err := list()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(before).To(HaveLen(1 + workers))
+
+	// Every worker Machine that exists while the upgrade goes on: a rollout for the image and
+	// another for the version would make two new ones.
+	var mu sync.Mutex
+	seenWorkers := map[string]bool{}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if machines, err := list(); err == nil {
+				mu.Lock()
+				for _, m := range machines {
+					if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; !cp {
+						seenWorkers[m.Name] = true
+					}
+				}
+				mu.Unlock()
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	start := time.Now()
+	runDocumentedOnManagement("operations.md", "upgrade-topology",
+		"NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+version, "IMAGE="+image)
+	close(stop)
+	<-done
+	GinkgoWriter.Printf("topology upgrade: %d machines replaced in %s\n", 1+workers, time.Since(start).Round(time.Second))
+
+	old := map[string]bool{}
+	for _, m := range before {
+		old[m.Name] = true
+	}
+	// The block's last wait is for the MachineDeployments to have rolled out; the Machines'
+	// node information follows their Nodes.
+	Eventually(func(g Gomega) {
+		after, err := list()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(after).To(HaveLen(1 + workers))
+		for _, m := range after {
+			g.Expect(old).NotTo(HaveKey(m.Name), "machine %s was kept", m.Name)
+			g.Expect(m.Spec.Version).To(Equal(version), "machine %s", m.Name)
+			g.Expect(m.Status.NodeInfo).NotTo(BeNil(), "machine %s", m.Name)
+			g.Expect(m.Status.NodeInfo.KubeletVersion).To(Equal(version), "machine %s's Node", m.Name)
+			hm := &infrav1.HarvesterMachine{}
+			g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: m.Spec.InfrastructureRef.Name}, hm)).To(Succeed())
+			g.Expect(hm.Spec.Disks[0].Image).To(Equal(image), "machine %s", m.Name)
+			vm := &kubevirtv1.VirtualMachine{}
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: naming.VMName(hm.Name)}, vm)).To(Succeed())
+			g.Expect(vm.Annotations).To(HaveKeyWithValue(harvestersim.AnnotationVolumeClaimTemplates,
+				ContainSubstring(`"`+harvestersim.AnnotationImageID+`":"`+image+`"`)), "machine %s's VM", m.Name)
+		}
+		kcps := &controlplanev1.KubeadmControlPlaneList{}
+		g.Expect(mgmt().List(ctx, kcps, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+		g.Expect(kcps.Items).To(HaveLen(1))
+		kcp := &kcps.Items[0]
+		g.Expect(kcp.Status.Version).To(Equal(version))
+		// KCP checked the stacked etcd before and after the swap: one healthy member, the new one.
+		g.Expect(conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition)).To(BeTrue(),
+			"%v", conditions.Get(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition))
+	}).WithTimeout(time.Minute).Should(Succeed(), func() string { return describeMachinesIn(mgmt(), namespace, name) })
+	mu.Lock()
+	defer mu.Unlock()
+	Expect(seenWorkers).To(HaveLen(2*workers), "each worker replaced once: %v", seenWorkers)
 }

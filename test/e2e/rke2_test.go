@@ -9,7 +9,7 @@ import (
 var _ = Describe("an RKE2 cluster from cluster-template-rke2.yaml", func() {
 	It("comes up with the RKE2 bootstrap and control-plane providers (v0.21.0, as processes), upgrades as docs/operations.md says, and leaves nothing behind", func() {
 		f := rke2Flavour
-		f.upgradeBlock, f.upgradeTo = "upgrade-rke2", "v1.35.5+rke2r1"
+		f.upgradeTo = "v1.35.5+rke2r1"
 		provisionsWithItsProviders(f, "rke2", "rc", "127.77.0.30", "127.77.0.39")
 	})
 })

@@ -48,10 +48,19 @@ type Distribution struct {
 	// InstallVersionVariable is the installer's variable that names the version the bootstrap
 	// commands install (INSTALL_RKE2_VERSION, INSTALL_K3S_VERSION): the Node's kubelet reports it.
 	InstallVersionVariable string
-	// EtcdPods says a server runs its embedded etcd as the static pod etcd-<node> (RKE2), which
-	// the control-plane provider reaches through port-forward, with the etcd server CA at
-	// TLSDir/etcd/server-ca.{crt,key}; K3s runs etcd inside its own process.
+	// EtcdAnnotations is the prefix of the Node annotations of the server's etcd member controller
+	// (etcd.<program>.cattle.io): node-name, remove, removed-node-name.
+	EtcdAnnotations string
+	// EtcdPods says a server runs its embedded etcd as the static pod etcd-<node> (RKE2), with
+	// its other control-plane components, which the control-plane provider reaches through
+	// port-forward. K3s runs etcd and the control plane inside its own process, listening on the
+	// host's etcd port; its provider reaches that through the pods of the etcd-proxy DaemonSet
+	// its bootstrap data puts in ManifestsDir. Either way the etcd server CA is
+	// TLSDir/etcd/server-ca.{crt,key}.
 	EtcdPods bool
+	// ManifestsDir is the directory whose manifests a server's deploy controller applies to the
+	// cluster (K3s: /var/lib/rancher/k3s/server/manifests); empty when the bed applies none.
+	ManifestsDir string
 }
 
 // DistributionNode is what a VM's bootstrap data of a Distribution tells the node agent.
@@ -143,12 +152,19 @@ type NodeConfig struct {
 	// KubeletVersion is what the Node's kubelet reports; empty means the version of the image
 	// the VM boots.
 	KubeletVersion string
+	// Manifests are what a server's deploy controller applies to the cluster once it runs (the
+	// files of the distribution's ManifestsDir).
+	Manifests [][]byte
 }
 
 // NodeConfig is n as the node agent registers it.
 func (n *DistributionNode) NodeConfig() *NodeConfig {
-	return &NodeConfig{Name: n.NodeName, ControlPlane: n.Server, ExternalCloudProvider: n.ExternalCloudProvider,
+	nc := &NodeConfig{Name: n.NodeName, ControlPlane: n.Server, ExternalCloudProvider: n.ExternalCloudProvider,
 		Labels: maps.Clone(n.Labels), Taints: n.Taints, KubeletVersion: n.KubeletVersion}
+	if n.Server {
+		nc.Manifests = manifestsIn(n.Files, n.Distribution.ManifestsDir)
+	}
+	return nc
 }
 
 // StartDistribution starts the control plane the first server of a distribution brings up from
@@ -194,9 +210,9 @@ func StartDistribution(ctx context.Context, namespace, name, endpoint string, n 
 		return nil, errors.Join(err, os.RemoveAll(certDir))
 	}
 	var etcd *stackedEtcd
-	if d.EtcdPods && n.Labels[etcdRoleLabel] == "true" {
+	if n.Labels[etcdRoleLabel] == "true" {
 		etcd, err = newStackedEtcd(n.Files[d.TLSDir+"/etcd/server-ca.crt"], n.Files[d.TLSDir+"/etcd/server-ca.key"],
-			filepath.Join(certDir, "etcd"), rke2EtcdMemberName)
+			filepath.Join(certDir, "etcd"), embeddedEtcdMemberName)
 		if err != nil {
 			return nil, errors.Join(err, os.RemoveAll(certDir))
 		}
@@ -224,7 +240,7 @@ func StartDistribution(ctx context.Context, namespace, name, endpoint string, n 
 	}
 	network.serve(env.Client, etcd, endpoint)
 	g := &Cluster{Namespace: namespace, Name: name, Env: env, WithCCM: n.ExternalCloudProvider, certDir: certDir,
-		etcd: etcd, network: network,
+		etcd: etcd, network: network, distribution: d,
 		NodeConfigFor: func(userData []byte) (*NodeConfig, error) {
 			dn, err := d.ParseNode(userData)
 			if err != nil || dn == nil {
@@ -234,7 +250,7 @@ func StartDistribution(ctx context.Context, namespace, name, endpoint string, n 
 		},
 	}
 	if etcd != nil {
-		if err := setUpRKE2EtcdRemoval(env.Manager, etcd); err != nil {
+		if err := setUpEtcdRemoval(env.Manager, etcd, d.EtcdAnnotations); err != nil {
 			return nil, errors.Join(err, g.Stop())
 		}
 	}

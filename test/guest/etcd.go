@@ -35,7 +35,7 @@ const etcdPort = 2379
 // first member; a joining one is added as a learner, started and promoted once it has caught
 // up (kubeadm's learner mode; RKE2 does the same); a member whose VM is gone stops but stays in
 // the member list until someone removes it (KCP through its etcd client, CAPRKE2 through RKE2's
-// Node annotation, see rke2EtcdRemoval). The guest's kube-apiserver keeps its own storage: this
+// Node annotation, see etcdRemoval). The guest's kube-apiserver keeps its own storage: this
 // etcd is what the control-plane providers (through the kubelet endpoint, see kubeletNetwork)
 // check, change and move leadership in.
 type stackedEtcd struct {

@@ -33,10 +33,13 @@ type Cluster struct {
 	NodeConfigFor func(userData []byte) (*NodeConfig, error)
 
 	certDir string
-	// etcd is a kubeadm guest's stacked etcd (nil with an external one), network how its
+	// etcd is the guest's stacked etcd (kubeadm's, or RKE2's or K3s's embedded one; nil with an
+	// external one or none), network how its
 	// apiserver reaches the kubelets (nil when it does not).
 	etcd    *stackedEtcd
 	network *kubeletNetwork
+	// distribution is an RKE2 or K3s guest's (StartDistribution), nil for kubeadm's.
+	distribution *Distribution
 	// workDir, processes and kubelets: the scheduling part of the guest (StartScheduling).
 	workDir   string
 	processes []*process

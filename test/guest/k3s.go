@@ -11,6 +11,9 @@ import "strings"
 // node-role.kubernetes.io/master=true (pkg/k3s/workload_cluster.go). A K3s server runs
 // embedded etcd when started with cluster-init (the provider's default) or when it joins such a
 // server, and SQLite (no etcd role) when neither, or an external datastore, is configured.
+// With embedded etcd the bootstrap data also writes the etcd-proxy DaemonSet (pkg/etcd) to the
+// server's manifests directory: socat pods on the etcd nodes relaying port 2379 to the host's,
+// which the control-plane provider port-forwards to (pkg/k3s/etcd_client_generator.go).
 var K3s = &Distribution{
 	Name:          "k3s",
 	ConfigPath:    "/etc/rancher/k3s/config.yaml",
@@ -25,6 +28,8 @@ var K3s = &Distribution{
 		return false
 	},
 	InstallVersionVariable: "INSTALL_K3S_VERSION",
+	EtcdAnnotations:        "etcd.k3s.cattle.io",
+	ManifestsDir:           "/var/lib/rancher/k3s/server/manifests",
 	Etcd: func(config map[string]any) bool {
 		if configString(config, "datastore-endpoint") != "" {
 			return false

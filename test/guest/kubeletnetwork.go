@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -191,7 +192,7 @@ func (k *kubeletNetwork) kubelet(node string) http.Handler {
 			}
 		}
 		// kubelet's defaults: streamingConnectionIdleTimeout 4h, stream creation 30s.
-		portforward.ServePortForward(w, req, &podPorts{network: k, node: node, namespace: namespace}, name, uid, opts,
+		portforward.ServePortForward(w, req, &podPorts{network: k, node: node, pod: pod}, name, uid, opts,
 			4*time.Hour, 30*time.Second, portforward.SupportedProtocols)
 	}
 	mux.HandleFunc("POST /portForward/{namespace}/{pod}", serve)
@@ -201,22 +202,28 @@ func (k *kubeletNetwork) kubelet(node string) http.Handler {
 	return mux
 }
 
-// podPorts is what listens in the pods of one node: etcd's client port in its etcd pod, the
-// apiserver's port in its kube-apiserver pod.
+// podPorts is what listens in a pod of one node: etcd's client port in its etcd pod, the
+// apiserver's port in its kube-apiserver pod, and in a pod that relays a port to its host's (as
+// K3s's etcd-proxy does with socat) whatever listens on that host port: etcd's client port on a
+// K3s server, whose process runs etcd.
 type podPorts struct {
-	network         *kubeletNetwork
-	node, namespace string
+	network *kubeletNetwork
+	node    string
+	pod     *corev1.Pod
 }
 
 func (p *podPorts) PortForward(ctx context.Context, name, _ string, port int32, stream io.ReadWriteCloser) error {
 	defer runtime.HandleCrash()
 	addr, ok := "", false
+	hostPort, relays := hostRelay(p.pod, port)
 	switch {
-	case p.namespace != metav1.NamespaceSystem:
+	case p.pod.Namespace != metav1.NamespaceSystem:
 	case p.network.etcd != nil && name == "etcd-"+p.node && port == etcdPort:
 		addr, ok = p.network.etcd.clientAddr(p.node)
 	case name == "kube-apiserver-"+p.node && strings.HasSuffix(p.network.apiserver, fmt.Sprintf(":%d", port)):
 		addr, ok = p.network.apiserver, true
+	case relays && hostPort == etcdPort && p.network.etcd != nil:
+		addr, ok = p.network.etcd.clientAddr(p.node)
 	}
 	if !ok {
 		return fmt.Errorf("failed to connect to localhost:%d inside the pod %s: connection refused", port, name)
@@ -281,4 +288,40 @@ type closeNotifier struct {
 func (c *closeNotifier) Close() error {
 	c.once.Do(func() { close(c.closed) })
 	return c.Conn.Close()
+}
+
+// hostRelay tells whether pod runs a socat relay from port to a port of its host's IP (the
+// Downward API's status.hostIP in an environment variable), as K3s's etcd-proxy pods do
+// (`TCP4-LISTEN:2379,fork,reuseaddr TCP4:$(HOSTIP):2379`), and which host port.
+func hostRelay(pod *corev1.Pod, port int32) (int32, bool) {
+	for _, c := range pod.Spec.Containers {
+		hostIPVars := map[string]bool{}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.hostIP" {
+				hostIPVars[e.Name] = true
+			}
+		}
+		if len(c.Args) != 2 {
+			continue
+		}
+		listen, _, _ := strings.Cut(c.Args[0], ",")
+		if listen != fmt.Sprintf("TCP4-LISTEN:%d", port) && listen != fmt.Sprintf("TCP-LISTEN:%d", port) {
+			continue
+		}
+		// TCP4:$(VAR):port
+		kind, target, ok := strings.Cut(c.Args[1], ":")
+		if !ok || (kind != "TCP4" && kind != "TCP") {
+			continue
+		}
+		host, to, err := net.SplitHostPort(strings.SplitN(target, ",", 2)[0])
+		if err != nil || !strings.HasPrefix(host, "$(") || !strings.HasSuffix(host, ")") || !hostIPVars[host[2:len(host)-1]] {
+			continue
+		}
+		n, err := strconv.ParseInt(to, 10, 32)
+		if err != nil {
+			continue
+		}
+		return int32(n), true
+	}
+	return 0, false
 }

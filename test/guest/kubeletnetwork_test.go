@@ -104,6 +104,28 @@ func TestKCPReachesStackedEtcdThroughTheKubelet(t *testing.T) {
 		_ = c.Close()
 		t.Fatal("reached an etcd on cp-b, which runs none")
 	}
+	// K3s's etcd-proxy pods (cluster-api-k3s pkg/etcd/etcd-proxy.yaml: socat relaying 2379 to
+	// the host's, where K3s's process serves etcd), which its provider port-forwards to as KCP
+	// does: cp-a's reaches cp-a's member, cp-b's finds nothing on its host's port.
+	for _, n := range []string{"cp-a", "cp-b"} {
+		if err := env.Client.Create(ctx, etcdProxyPod(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err = connect("etcd-proxy-cp-a")
+	if err != nil {
+		t.Fatalf("an etcd client through cp-a's etcd-proxy pod: %v", err)
+	}
+	members, err = c.Members(ctx)
+	_ = c.Close()
+	if err != nil || len(members) != 1 || members[0].Name != "cp-a" {
+		t.Fatalf("members through the etcd-proxy %v, %v; want cp-a", members, err)
+	}
+	if c, err := connect("etcd-proxy-cp-b"); err == nil {
+		_ = c.Close()
+		t.Fatal("reached an etcd through cp-b's etcd-proxy, whose host runs none")
+	}
+
 	// The apiserver's port of its pod is the guest's apiserver, whose certificate KCP reads for
 	// its expiry (GetAPIServerCertificateExpiry dials it so); no other port is served.
 	dialer, err := proxy.NewDialer(proxy.Proxy{Kind: "pods", Namespace: metav1.NamespaceSystem, KubeConfig: env.Config, Port: apiserverPort(t, env.Config.Host)})
@@ -139,4 +161,41 @@ func apiserverPort(t *testing.T, host string) int {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// etcdProxyPod is a pod of K3s's etcd-proxy DaemonSet on node, as the DaemonSet controller
+// makes it from cluster-api-k3s's manifest.
+func etcdProxyPod(node string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "etcd-proxy-" + node, Labels: map[string]string{"app": "etcd-proxy"}},
+		Spec: corev1.PodSpec{
+			NodeName: node,
+			Containers: []corev1.Container{{
+				Name: "etcd-proxy", Image: "alpine/socat:1.8.0.0",
+				Env:  []corev1.EnvVar{{Name: "HOSTIP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}}},
+				Args: []string{"TCP4-LISTEN:2379,fork,reuseaddr", "TCP4:$(HOSTIP):2379"},
+			}},
+		},
+	}
+}
+
+// Only a relay to the host's IP, from the port asked for, is one.
+func TestHostRelay(t *testing.T) {
+	pod := etcdProxyPod("n")
+	if port, ok := hostRelay(pod, 2379); !ok || port != 2379 {
+		t.Errorf("etcd-proxy: %d, %v; want 2379, true", port, ok)
+	}
+	if _, ok := hostRelay(pod, 2380); ok {
+		t.Error("etcd-proxy relays 2380, which it does not listen on")
+	}
+	other := pod.DeepCopy()
+	other.Spec.Containers[0].Args[1] = "TCP4:10.0.0.1:2379"
+	if _, ok := hostRelay(other, 2379); ok {
+		t.Error("a relay to a fixed address is taken for one to the host")
+	}
+	other = pod.DeepCopy()
+	other.Spec.Containers[0].Env = nil
+	if _, ok := hostRelay(other, 2379); ok {
+		t.Error("a relay to an unset variable is taken for one to the host")
+	}
 }

@@ -288,11 +288,20 @@ func (a *NodeAgent) join(ctx context.Context, g *Cluster, vmi *kubevirtv1.Virtua
 		}
 	}
 	name, err := a.register(ctx, g, vmi, kn, nc)
-	kubeadmControlPlane := kn != nil && kn.ControlPlane
-	// An RKE2 server with embedded etcd (the guest has a stacked etcd only then).
-	etcdServer := g.etcd != nil && nc != nil && nc.ControlPlane && nc.Labels[etcdRoleLabel] == "true"
-	if err != nil || (!kubeadmControlPlane && !etcdServer) {
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if nc != nil && nc.ControlPlane {
+		// The server's deploy controller applies its manifests directory.
+		if err := applyManifests(ctx, g.Env.Client, nc.Manifests); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	kubeadmControlPlane := kn != nil && kn.ControlPlane
+	// An RKE2 or K3s server with embedded etcd (the guest has a stacked etcd only then).
+	etcdServer := g.etcd != nil && nc != nil && nc.ControlPlane && nc.Labels[etcdRoleLabel] == "true"
+	if !kubeadmControlPlane && !etcdServer {
+		return ctrl.Result{}, nil
 	}
 	if g.etcd != nil {
 		// kubeadm's etcd phase: the node's member starts (init) or joins (join).
@@ -303,13 +312,18 @@ func (a *NodeAgent) join(ctx context.Context, g *Cluster, vmi *kubevirtv1.Virtua
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
 		if etcdServer {
-			// RKE2's server names its member on its Node.
-			if err := annotate(ctx, g.Env.Client, name, rke2EtcdNodeNameAnnotation, g.etcd.memberOf(name)); err != nil {
+			// An RKE2 or K3s server names its member on its Node.
+			if err := annotate(ctx, g.Env.Client, name, g.distribution.EtcdAnnotations+etcdNodeNameAnnotation, g.etcd.memberOf(name)); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
 	}
-	// Both run their control plane as static pods, whose mirror pods the kubelet posts.
+	if etcdServer && !g.distribution.EtcdPods {
+		// K3s runs its control plane and etcd in its own process: no static pods.
+		return ctrl.Result{}, nil
+	}
+	// kubeadm and RKE2 run their control plane as static pods, whose mirror pods the kubelet
+	// posts.
 	return ctrl.Result{}, controlPlanePods(ctx, g.Env.Client, name)
 }
 
