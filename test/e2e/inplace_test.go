@@ -104,7 +104,7 @@ var _ = Describe("in-place updates", func() {
 			g.Expect(hooks).To(ConsistOf("CanUpdateMachine", "CanUpdateMachineSet", "UpdateMachine"))
 		}).WithTimeout(time.Minute).Should(Succeed())
 
-		By("a kubeadm cluster of 3 control-plane machines (KCP with maxSurge 0, which in-place needs, and the template's stacked etcd) and 2 workers (maxSurge 0, maxUnavailable 1), all made with maxCPU 4 and maxMemory 8Gi")
+		By("a kubeadm cluster of 3 control-plane machines (KCP with maxSurge 0, which in-place needs, and the template's stacked etcd) and a worker (maxSurge 0, maxUnavailable 1), all made with maxCPU 4 and maxMemory 8Gi")
 		target := "h-" + namespace
 		Expect(client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
 		Expect(testBed.Harvester.AddTargetNamespace(ctx, target)).To(Succeed())
@@ -119,7 +119,7 @@ var _ = Describe("in-place updates", func() {
 		manifest, err := templates.Render("cluster-template.yaml", map[string]string{
 			"CLUSTER_NAME": name, "NAMESPACE": namespace, "KUBERNETES_VERSION": "v1.35.4", "HARVESTER_IDENTITY": namespace, "HARVESTER_NAMESPACE": target,
 			"HARVESTER_NETWORK": "default/vlan20", "HARVESTER_IMAGE": "default/ubuntu-24.04", "HARVESTER_SSH_KEYPAIRS": "[default/ops]",
-			"CONTROL_PLANE_MACHINE_COUNT": "3", "WORKER_MACHINE_COUNT": "2",
+			"CONTROL_PLANE_MACHINE_COUNT": "3", "WORKER_MACHINE_COUNT": "1",
 		})
 		Expect(err).NotTo(HaveOccurred())
 		objs, err := testenv.DecodeObjects(manifest)
@@ -173,7 +173,7 @@ var _ = Describe("in-place updates", func() {
 			return all
 		}
 		var before map[string]clusterv1.Machine
-		Eventually(func(g Gomega) { before = ready(g, 5) }).WithTimeout(4*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
+		Eventually(func(g Gomega) { before = ready(g, 4) }).WithTimeout(4*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
 
 		// seen records every Machine name while a change goes on: an in-place update makes none.
 		seen := map[string]bool{}
@@ -210,7 +210,7 @@ var _ = Describe("in-place updates", func() {
 		pointWorkersAt(name + "-md-0-bigger")
 		Eventually(func(g Gomega) {
 			watchNames(g)
-			after := ready(g, 5)
+			after := ready(g, 4)
 			for n, m := range before {
 				g.Expect(after).To(HaveKey(n))
 				g.Expect(after[n].Spec.ProviderID).To(Equal(m.Spec.ProviderID), "machine %s", n)
@@ -229,7 +229,7 @@ var _ = Describe("in-place updates", func() {
 				g.Expect(pvc.Status.Capacity.Storage().Equal(rootDisk)).To(BeTrue(), "machine %s's root volume has %s", n, pvc.Status.Capacity.Storage())
 			}
 		}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
-		GinkgoWriter.Printf("in place: 2 workers grown (CPUs, memory, root disk) in %s\n", time.Since(start).Round(time.Second))
+		GinkgoWriter.Printf("in place: the worker grown (CPUs, memory, root disk) in %s\n", time.Since(start).Round(time.Second))
 		Expect(slices.Sorted(maps.Keys(seen))).To(Equal(slices.Sorted(maps.Keys(before))), "no Machine was made")
 
 		By("control plane: a new template with 3 CPUs: KCP updates its machines in zone-a (two hosts) in place, one at a time, and replaces those in zone-b (one host: a VM there cannot migrate, which KubeVirt's resize needs)")
@@ -258,7 +258,7 @@ var _ = Describe("in-place updates", func() {
 		start = time.Now()
 		Eventually(func(g Gomega) {
 			watchNames(g)
-			after := ready(g, 5)
+			after := ready(g, 4)
 			controlPlane := 0
 			for n, m := range after {
 				if isWorker(m) {
@@ -288,12 +288,12 @@ var _ = Describe("in-place updates", func() {
 
 		By("docs/operations.md: a Kubernetes upgrade (a new version and image) replaces the control-plane machines, then the workers")
 		const version, image = "v1.35.5", "default/ubuntu-2404-kube-v1.35.5"
-		Eventually(func(g Gomega) { before = ready(g, 5) }).Should(Succeed())
+		Eventually(func(g Gomega) { before = ready(g, 4) }).Should(Succeed())
 		start = time.Now()
 		runDocumentedOnManagementOf(m, "operations.md", "upgrade-kubeadm",
 			"NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+version, "IMAGE="+image)
 		Eventually(func(g Gomega) {
-			after := ready(g, 5)
+			after := ready(g, 4)
 			for n, m := range after {
 				g.Expect(before).NotTo(HaveKey(n), "machine %s was kept", n)
 				g.Expect(m.Spec.Version).To(Equal(version), "machine %s", n)
@@ -306,7 +306,7 @@ var _ = Describe("in-place updates", func() {
 				g.Expect(vm.Annotations).To(HaveKeyWithValue(harvestersim.AnnotationVolumeClaimTemplates, ContainSubstring(`"`+harvestersim.AnnotationImageID+`":"`+image+`"`)), "machine %s's VM", n)
 			}
 		}).WithTimeout(2*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
-		GinkgoWriter.Printf("Kubernetes upgrade: 3 control-plane machines and 2 workers replaced in %s\n", time.Since(start).Round(time.Second))
+		GinkgoWriter.Printf("Kubernetes upgrade: 3 control-plane machines and the worker replaced in %s\n", time.Since(start).Round(time.Second))
 		// KCP checked the stacked etcd through the guest's port-forward before each change, and
 		// removed each replaced machine's member: it finds one healthy member per machine.
 		Eventually(func(g Gomega) {
@@ -333,7 +333,7 @@ var _ = Describe("in-place updates", func() {
 			mhc.Spec.Checks.UnhealthyNodeConditions[i].TimeoutSeconds = ptr.To[int32](1)
 		}
 		Expect(c.Patch(ctx, mhc, client.MergeFrom(mhcBase))).To(Succeed())
-		Eventually(func(g Gomega) { before = ready(g, 5) }).Should(Succeed())
+		Eventually(func(g Gomega) { before = ready(g, 4) }).Should(Succeed())
 		var failed clusterv1.Machine
 		for _, m := range before {
 			if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
@@ -348,7 +348,7 @@ var _ = Describe("in-place updates", func() {
 		Expect(harvesterClient().Patch(ctx, vm, client.MergeFrom(vmBase))).To(Succeed())
 		start = time.Now()
 		Eventually(func(g Gomega) {
-			after := ready(g, 5)
+			after := ready(g, 4)
 			g.Expect(after).NotTo(HaveKey(failed.Name), "the failed machine is replaced")
 			kcp := &controlplanev1.KubeadmControlPlane{}
 			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, kcp)).To(Succeed())
