@@ -161,10 +161,9 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 ##@ Test
 
 .PHONY: test
-# The e2e package is named first: go test builds and runs packages in the order given, and the
-# longest one started first leaves the others to the second core instead of ending last.
+# hack/test.sh runs the e2e suite as two processes alongside the other packages.
 test: verify-generated envtest harvester-lb harvester-webhook kubevirt providers previous-release ipam-provider images kubectl clusterctl jq ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
-	E2E_TIMINGS=$(ROOT)/out/e2e-timings.md IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) JQ=$(JQ) PREVIOUS_RELEASE_DIR=$(PREVIOUS_RELEASE_DIR) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e ./...
+	GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) JQ=$(JQ) PREVIOUS_RELEASE_DIR=$(PREVIOUS_RELEASE_DIR) hack/test.sh $(TEST_FLAGS)
 	cd hack/images && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
 	FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -27,9 +28,32 @@ var (
 	providerOptions bed.ProviderOptions
 )
 
+// shardOne are the files whose specs E2E_SHARD=1 runs; E2E_SHARD=2 runs the others, so that
+// `make test` runs the suite as two processes (each with its own bed) on the machine's two
+// cores. They are about half of the suite's time each (see out/e2e-timings-*.md). Specs of the
+// two shards run at once: each uses its own loopback addresses for control-plane endpoints.
+var shardOne = []string{
+	"inplace_test.go", "clusterctl_test.go", "previouscapi_test.go", "maintenance_test.go", "move_test.go",
+	"outage_test.go", "latency_test.go", "twomanagements_test.go", "restart_test.go", "machine_test.go",
+}
+
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "end-to-end on the simulated Harvester")
+	suiteConfig, reporterConfig := GinkgoConfiguration()
+	files := make([]string, 0, len(shardOne))
+	for _, f := range shardOne {
+		files = append(files, "/"+regexp.QuoteMeta(f)+"$")
+	}
+	switch shard := os.Getenv("E2E_SHARD"); shard {
+	case "":
+	case "1":
+		suiteConfig.FocusFiles = append(suiteConfig.FocusFiles, files...)
+	case "2":
+		suiteConfig.SkipFiles = append(suiteConfig.SkipFiles, files...)
+	default:
+		t.Fatalf("E2E_SHARD=%q: the suite has shards 1 and 2", shard)
+	}
+	RunSpecs(t, "end-to-end on the simulated Harvester", suiteConfig, reporterConfig)
 }
 
 var _ = BeforeSuite(func() {
