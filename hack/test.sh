@@ -16,7 +16,10 @@ mkdir -p "$out"
 flags=(-timeout "${TEST_TIMEOUT:-45m}" "$@")
 
 # Built once (compiled and vetted), so that the two shards do not both compile it.
-"$GO" test "${flags[@]}" -run '^$' ./test/e2e >/dev/null || exit 1
+if ! built=$("$GO" test "${flags[@]}" -run '^$' ./test/e2e 2>&1); then
+  echo "$built"
+  exit 1
+fi
 
 pids=()
 for shard in 1 2; do

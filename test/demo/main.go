@@ -51,7 +51,7 @@ func main() {
 	flag.StringVar(&o.target, "harvester-namespace", "demo", "Harvester namespace the cluster's VMs go to.")
 	flag.StringVar(&o.version, "kubernetes-version", "v1.35.4", "Kubernetes version of the guest cluster.")
 	flag.StringVar(&o.flavor, "flavor", "kubeadm", "Cluster template flavour: kubeadm (cluster-template.yaml), rke2 or k3s (cluster-template-<flavor>.yaml, with that distribution's providers).")
-	flag.IntVar(&o.controlPlanes, "control-planes", 1, "Control-plane machines: an odd number with the kubeadm and rke2 flavours (their stacked etcd), one with k3s (see docs/decisions/0002-test-bed.md).")
+	flag.IntVar(&o.controlPlanes, "control-planes", 1, "Control-plane machines: an odd number (the guest's stacked or embedded etcd keeps its quorum).")
 	flag.IntVar(&o.workers, "workers", 2, "Worker machines.")
 	flag.StringVar(&o.managerLog, "manager-log", "", "File the provider's manager logs to (default: capi-harvester-demo-manager.log in the temporary directory).")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "How long provisioning and deletion may take each.")
@@ -67,8 +67,6 @@ func main() {
 
 func run(ctx context.Context, o options, out io.Writer) (err error) {
 	switch {
-	case o.flavor == "k3s" && o.controlPlanes != 1:
-		return fmt.Errorf("--control-planes=%d: the simulated K3s guests have no etcd their control-plane provider can reach; use 1", o.controlPlanes)
 	case o.controlPlanes < 1 || o.controlPlanes%2 == 0:
 		return fmt.Errorf("--control-planes=%d: a control plane with stacked etcd needs an odd number of machines to keep its quorum", o.controlPlanes)
 	}
