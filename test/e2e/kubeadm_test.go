@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -186,6 +187,31 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		}
 
 		if !whole {
+			By("CAPI's topology controller made the ClusterClass's health checks: the control plane's, and the workers' at half the pool")
+			Eventually(func(g Gomega) {
+				mhcs := &clusterv1.MachineHealthCheckList{}
+				g.Expect(mgmt().List(ctx, mhcs, client.InNamespace(namespace))).To(Succeed())
+				controlPlane, workerPools := 0, 0
+				for _, m := range mhcs.Items {
+					if m.Spec.ClusterName != name {
+						continue
+					}
+					g.Expect(m.Spec.Checks.NodeStartupTimeoutSeconds).To(Equal(ptr.To[int32](600)), m.Name)
+					g.Expect(m.Spec.Checks.UnhealthyNodeConditions).To(ConsistOf(
+						And(HaveField("Status", corev1.ConditionUnknown), HaveField("TimeoutSeconds", ptr.To[int32](300))),
+						And(HaveField("Status", corev1.ConditionFalse), HaveField("TimeoutSeconds", ptr.To[int32](300))),
+					), m.Name)
+					if _, ok := m.Spec.Selector.MatchLabels[clusterv1.MachineControlPlaneLabel]; ok {
+						controlPlane++
+						g.Expect(m.Spec.Remediation.TriggerIf.UnhealthyLessThanOrEqualTo).To(BeNil(), m.Name)
+						continue
+					}
+					workerPools++
+					g.Expect(m.Spec.Remediation.TriggerIf.UnhealthyLessThanOrEqualTo).To(Equal(ptr.To(intstr.FromString("50%"))), m.Name)
+				}
+				g.Expect([]int{controlPlane, workerPools}).To(Equal([]int{1, 1}))
+			}).Should(Succeed())
+
 			By("docs/operations.md: a topology upgrade (the version and the image variable at once) replaces the control-plane machine, then the worker, each once")
 			upgradesTheTopology(namespace, name, target, workers)
 
