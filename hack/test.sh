@@ -20,24 +20,40 @@ if ! built=$("$GO" test "${flags[@]}" -run '^$' ./test/e2e 2>&1); then
   echo "$built"
   exit 1
 fi
+if ! all=$("$GO" list ./...); then
+  exit 1
+fi
+mapfile -t packages < <(grep -v '/test/e2e$' <<<"$all")
 
-pids=()
+# Each run is a job of its own process group (job control on), so that stopping this script
+# stops the test binaries too: go test passes no SIGTERM on to the binary it runs. The script
+# waits with `wait`, which a signal interrupts, so its traps run at once.
+groups=()
+stop() {
+  local g
+  for g in "${groups[@]}"; do
+    kill -TERM -- "-$g" 2>/dev/null
+  done
+}
+trap stop EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+set -m
 for shard in 1 2; do
   E2E_SHARD=$shard E2E_TIMINGS=$out/e2e-timings-$shard.md \
     "$GO" test "${flags[@]}" ./test/e2e >"$out/e2e-$shard.log" 2>&1 &
-  pids+=("$!")
+  groups+=("$!")
 done
-# Stop the shards if this script is stopped.
-trap 'kill "${pids[@]}" 2>/dev/null' EXIT
+"$GO" test -p 1 "${flags[@]}" "${packages[@]}" &
+unit=$!
+groups+=("$unit")
+set +m
 
-mapfile -t packages < <("$GO" list ./... | grep -v '/test/e2e$')
 status=0
-"$GO" test -p 1 "${flags[@]}" "${packages[@]}" || status=1
-
+wait "$unit" || status=1
 for shard in 1 2; do
-  wait "${pids[$((shard - 1))]}" || status=1
+  wait "${groups[$((shard - 1))]}" || status=1
   echo "--- end-to-end suite, shard $shard of 2 ---"
   cat "$out/e2e-$shard.log"
 done
-trap - EXIT
 exit $status

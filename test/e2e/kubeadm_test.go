@@ -427,11 +427,12 @@ func upgradesTheTopology(namespace, name, target string, workers int) {
 			}
 		}
 	}()
+	stopWatching := sync.OnceFunc(func() { close(stop); <-done })
+	defer stopWatching()
 	start := time.Now()
 	runDocumentedOnManagement("operations.md", "upgrade-topology",
 		"NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+version, "IMAGE="+image)
-	close(stop)
-	<-done
+	stopWatching()
 	GinkgoWriter.Printf("topology upgrade: %d machines replaced in %s\n", 1+workers, time.Since(start).Round(time.Second))
 
 	old := map[string]bool{}
@@ -462,7 +463,7 @@ func upgradesTheTopology(namespace, name, target string, workers int) {
 		g.Expect(kcps.Items).To(HaveLen(1))
 		kcp := &kcps.Items[0]
 		g.Expect(kcp.Status.Version).To(Equal(version))
-		// KCP checked the stacked etcd before and after the swap: one healthy member, the new one.
+		// KCP checked the stacked etcd before and after the swap, and finds it healthy.
 		g.Expect(conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition)).To(BeTrue(),
 			"%v", conditions.Get(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition))
 	}).WithTimeout(time.Minute).Should(Succeed(), func() string { return describeMachinesIn(mgmt(), namespace, name) })

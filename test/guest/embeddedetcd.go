@@ -94,25 +94,27 @@ func manifestsIn(files map[string][]byte, dir string) [][]byte {
 }
 
 // applyManifests applies each object of the manifests to the guest, as a server's deploy
-// controller does with the files of its manifests directory.
+// controller does with the files of its manifests directory: every object it can, returning
+// what it could not.
 func applyManifests(ctx context.Context, c client.Client, manifests [][]byte) error {
+	var errs []error
 	for _, m := range manifests {
 		decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(m), 4096)
 		for {
 			u := &unstructured.Unstructured{}
 			if err := decoder.Decode(&u.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
+				if !errors.Is(err, io.EOF) {
+					errs = append(errs, fmt.Errorf("reading a manifest: %w", err))
 				}
-				return fmt.Errorf("reading a manifest: %w", err)
+				break
 			}
 			if len(u.Object) == 0 {
 				continue
 			}
 			if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("deploy"), client.ForceOwnership); err != nil {
-				return fmt.Errorf("applying %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(u), err)
+				errs = append(errs, fmt.Errorf("applying %s %s: %w", u.GetKind(), client.ObjectKeyFromObject(u), err))
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

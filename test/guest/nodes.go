@@ -291,20 +291,12 @@ func (a *NodeAgent) join(ctx context.Context, g *Cluster, vmi *kubevirtv1.Virtua
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if nc != nil && nc.ControlPlane {
-		// The server's deploy controller applies its manifests directory.
-		if err := applyManifests(ctx, g.Env.Client, nc.Manifests); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
 	kubeadmControlPlane := kn != nil && kn.ControlPlane
 	// An RKE2 or K3s server with embedded etcd (the guest has a stacked etcd only then).
 	etcdServer := g.etcd != nil && nc != nil && nc.ControlPlane && nc.Labels[etcdRoleLabel] == "true"
-	if !kubeadmControlPlane && !etcdServer {
-		return ctrl.Result{}, nil
-	}
-	if g.etcd != nil {
-		// kubeadm's etcd phase: the node's member starts (init) or joins (join).
+	if g.etcd != nil && (kubeadmControlPlane || etcdServer) {
+		// kubeadm's etcd phase, or the server's embedded etcd: the node's member starts (init)
+		// or joins (join).
 		if err := g.etcd.join(ctx, name); err != nil {
 			// As kubeadm does: etcd refuses a new member for a few seconds after the last
 			// one joined ("unhealthy cluster"), and a learner is promoted once it caught up.
@@ -318,13 +310,23 @@ func (a *NodeAgent) join(ctx context.Context, g *Cluster, vmi *kubevirtv1.Virtua
 			}
 		}
 	}
-	if etcdServer && !g.distribution.EtcdPods {
-		// K3s runs its control plane and etcd in its own process: no static pods.
-		return ctrl.Result{}, nil
-	}
 	// kubeadm and RKE2 run their control plane as static pods, whose mirror pods the kubelet
-	// posts.
-	return ctrl.Result{}, controlPlanePods(ctx, g.Env.Client, name)
+	// posts; K3s runs its control plane and etcd inside its own process.
+	if kubeadmControlPlane || (etcdServer && g.distribution.EtcdPods) {
+		if err := controlPlanePods(ctx, g.Env.Client, name); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if nc != nil && nc.ControlPlane && len(nc.Manifests) > 0 {
+		// The server's deploy controller applies its manifests directory: an object it cannot
+		// apply (of a kind the cluster does not serve yet) is tried again later, and holds up
+		// neither the node nor the other objects.
+		if err := applyManifests(ctx, g.Env.Client, nc.Manifests); err != nil {
+			ctrl.LoggerFrom(ctx).Info("the server's manifests are not all applied yet", "node", name, "reason", err.Error())
+			return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+		}
+	}
+	return ctrl.Result{}, nil
 }
 
 // Owner returns the management cluster (its client) and the namespace and name of the Cluster
