@@ -187,8 +187,9 @@ func (e *stackedEtcd) promote(ctx context.Context, m *etcdMember) error {
 	}
 }
 
-// remove removes node's member from the cluster, as RKE2 does when its Node asks for it, and
-// returns the member's name; etcd stops the removed member's process itself.
+// remove removes node's member from the cluster, as RKE2's and K3s's member controller does when
+// its Node asks for it, and returns the member's name; etcd stops the removed member's process
+// itself.
 func (e *stackedEtcd) remove(ctx context.Context, node string) (string, error) {
 	e.change.Lock()
 	defer e.change.Unlock()
