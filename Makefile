@@ -7,33 +7,43 @@ SHELL := /usr/bin/env bash -o errexit -o pipefail -o nounset
 GO ?= go
 ROOT := $(abspath .)
 BIN := $(ROOT)/bin
+# The tools the tests run (other projects' programs, pinned) are built once per machine into a
+# cache outside the clone, shared by every clone: hack/tooldir.sh names each one's directory by
+# version and by a digest of its build recipe (BED_TOOLS_CACHE, default
+# ~/.cache/cluster-api-provider-harvester/tools). Each hack/ensure-*.sh prints its directory
+# with --dir and builds into it when asked without.
+TOOLDIR = $(shell hack/tooldir.sh $(1) $(2) $(3))
 TOOLS_MOD := $(ROOT)/hack/tools/go.mod
-CONTROLLER_GEN := $(BIN)/controller-gen
-KUSTOMIZE := $(BIN)/kustomize
+CONTROLLER_GEN := $(call TOOLDIR,hack-tools,mod,hack/tools/go.mod)/controller-gen
+KUSTOMIZE := $(call TOOLDIR,hack-tools,mod,hack/tools/go.mod)/kustomize
 
 # The test control planes (kube-apiserver and etcd) built from the Go module proxy.
 KUBE_VERSION ?= v1.35.4
 ETCD_VERSION ?= v3.5.21
-KUBEBUILDER_ASSETS := $(BIN)/k8s/$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
+KUBEBUILDER_ASSETS := $(shell KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/ensure-control-plane.sh --dir)
 
 # Cluster API's in-cluster IPAM provider, which the e2e bed runs as its own process.
 IPAM_PROVIDER_VERSION ?= v1.1.0
-IPAM_PROVIDER_DIR := $(BIN)/ipam-in-cluster/$(IPAM_PROVIDER_VERSION)
+IPAM_PROVIDER_DIR := $(shell IPAM_VERSION=$(IPAM_PROVIDER_VERSION) hack/ensure-ipam-provider.sh --dir)
 
 # Harvester's own load balancer (controller and webhook), which every simulated Harvester runs
-# as processes: the version in go.mod.
+# as processes: the version in go.mod (hack/ensure-harvester-lb.sh says what its build changes).
 HARVESTER_LB_VERSION ?= $(shell awk '$$1 == "github.com/harvester/harvester-load-balancer" {print $$2}' go.mod)
-# -bed1: the bed's build (hack/ensure-harvester-lb.sh says what it changes); bump it with the build.
-HARVESTER_LB_DIR := $(BIN)/harvester-lb/$(HARVESTER_LB_VERSION)-bed1
+HARVESTER_LB_DIR := $(shell HARVESTER_LB_VERSION=$(HARVESTER_LB_VERSION) hack/ensure-harvester-lb.sh --dir)
 # Harvester's own admission webhook server, which every simulated Harvester runs as a process:
-# the version in go.mod (-bed2: hack/ensure-harvester-webhook.sh says what its build changes).
+# the version in go.mod (hack/ensure-harvester-webhook.sh says what its build changes).
 HARVESTER_VERSION ?= $(shell awk '$$1 == "github.com/harvester/harvester" {print $$2}' go.mod)
-HARVESTER_WEBHOOK_DIR := $(BIN)/harvester-webhook/$(HARVESTER_VERSION)-bed2
+HARVESTER_WEBHOOK_DIR := $(shell HARVESTER_VERSION=$(HARVESTER_VERSION) hack/ensure-harvester-webhook.sh --dir)
 # KubeVirt's own admission, which every simulated Harvester runs as a process: the KubeVirt that
-# Harvester's go.mod names (hack/ensure-kubevirt.sh refuses another; -bed2: its build adds a
-# program serving only the webhooks).
+# Harvester's go.mod names (hack/ensure-kubevirt.sh refuses another).
 KUBEVIRT_VERSION ?= v1.7.0
-KUBEVIRT_DIR := $(BIN)/kubevirt/$(KUBEVIRT_VERSION)-bed2
+KUBEVIRT_DIR := $(shell KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) hack/ensure-kubevirt.sh --dir)
+# The Cluster API managers the e2e bed runs as processes (hack/ensure-providers.sh).
+PROVIDERS_DIR := $(shell hack/ensure-providers.sh --dir)
+# How many of the tools `make test` builds at once: compiling is bound by the two cores, but each
+# build also waits on downloads and on its single-threaded link, which another build fills.
+TOOLS_JOBS ?= 3
+TIMED := hack/timed.sh
 
 IMG ?= ghcr.io/seed-0a7eb009/cluster-api-provider-harvester:dev
 CCM_IMG ?= ghcr.io/seed-0a7eb009/harvester-cloud-controller-manager:dev
@@ -162,10 +172,23 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 
 .PHONY: test
 # hack/test.sh runs the e2e suite as two processes alongside the other packages.
-test: verify-generated envtest harvester-lb harvester-webhook kubevirt providers previous-release ipam-provider images kubectl clusterctl jq ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
-	GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) JQ=$(JQ) PREVIOUS_RELEASE_DIR=$(PREVIOUS_RELEASE_DIR) hack/test.sh $(TEST_FLAGS)
-	cd hack/images && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
-	FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
+test: ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
+	@rm -f $(ROOT)/out/timings.txt
+	$(TIMED) verify-generated $(MAKE) --no-print-directory verify-generated
+	$(TIMED) tools $(MAKE) --no-print-directory -j$(TOOLS_JOBS) --output-sync=target test-tools
+	$(TIMED) tests env GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) PROVIDERS_DIR=$(PROVIDERS_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) JQ=$(JQ) PREVIOUS_RELEASE_DIR=$(PREVIOUS_RELEASE_DIR) hack/test.sh $(TEST_FLAGS)
+	$(TIMED) images-module-tests bash -c 'cd hack/images && GOWORK=off $(GO) test $(TEST_FLAGS) ./...'
+	$(TIMED) fuzz env FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
+	@echo "make test: phases in seconds (out/timings.txt):"; cat $(ROOT)/out/timings.txt
+
+# Everything `make test` runs besides the code under test, each timed (hack/timed.sh); `make
+# test` builds them TOOLS_JOBS at a time.
+.PHONY: test-tools
+test-tools: envtest harvester-lb harvester-webhook kubevirt providers previous-release ipam-provider timed-images kubectl clusterctl jq
+
+.PHONY: timed-images
+timed-images:
+	$(TIMED) images $(MAKE) --no-print-directory images
 
 TEST_FUZZTIME ?= 4s
 FUZZTIME ?= 2m
@@ -175,55 +198,55 @@ fuzz: envtest ## Run each fuzz target for FUZZTIME (default 2m); crashers land i
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: envtest
-envtest: ## Build the test control planes (kube-apiserver, etcd) into bin/k8s once.
-	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/ensure-control-plane.sh $(KUBEBUILDER_ASSETS) >/dev/null
+envtest: ## Build the test control planes (kube-apiserver, etcd) into the tool cache once.
+	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) $(TIMED) envtest hack/ensure-control-plane.sh >/dev/null
 
 # kubectl, for the tests that run the docs' commands: built from k8s.io/kubectl at the version
 # of hack/kubectl/go.mod (the test control planes'), once.
-KUBECTL := $(BIN)/kubectl
+KUBECTL := $(call TOOLDIR,kubectl,mod,hack/kubectl)/kubectl
 
 .PHONY: kubectl
-kubectl: $(KUBECTL) ## Build kubectl (k8s.io/kubectl, hack/kubectl's version) into bin/ once, for the tests that run the docs' commands.
+kubectl: $(KUBECTL) ## Build kubectl (k8s.io/kubectl, hack/kubectl's version) into the tool cache once, for the tests that run the docs' commands.
 
 $(KUBECTL): hack/kubectl/go.mod hack/kubectl/main.go
-	cd hack/kubectl && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $(KUBECTL) .
+	cd hack/kubectl && GOWORK=off CGO_ENABLED=0 $(ROOT)/$(TIMED) kubectl $(GO) build -trimpath -o $(KUBECTL) .
 
 # clusterctl, for the tests that run the docs' clusterctl commands: built from
 # sigs.k8s.io/cluster-api at the version of hack/clusterctl/go.mod (the provider's), once, with
 # that version stamped in as CAPI's release build does.
-CLUSTERCTL := $(BIN)/clusterctl
+CLUSTERCTL := $(call TOOLDIR,clusterctl,mod,hack/clusterctl)/clusterctl
 CLUSTERCTL_VERSION = $(shell awk '$$1 == "sigs.k8s.io/cluster-api" {print $$2}' hack/clusterctl/go.mod)
 
 .PHONY: clusterctl
-clusterctl: $(CLUSTERCTL) ## Build clusterctl (sigs.k8s.io/cluster-api, hack/clusterctl's version) into bin/ once, for the tests that run the docs' commands.
+clusterctl: $(CLUSTERCTL) ## Build clusterctl (sigs.k8s.io/cluster-api, hack/clusterctl's version) into the tool cache once, for the tests that run the docs' commands.
 
 # jq, for the tests that run the docs' jq filters: gojq built from the Go module proxy at the
 # version of hack/jq/go.mod, once.
-JQ := $(BIN)/jq
+JQ := $(call TOOLDIR,jq,mod,hack/jq)/jq
 
 .PHONY: jq
-jq: $(JQ) ## Build jq (gojq, hack/jq's version) into bin/ once, for the tests that run the docs' jq filters.
+jq: $(JQ) ## Build jq (gojq, hack/jq's version) into the tool cache once, for the tests that run the docs' jq filters.
 
 $(JQ): hack/jq/go.mod hack/jq/main.go
-	cd hack/jq && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $(JQ) .
+	cd hack/jq && GOWORK=off CGO_ENABLED=0 $(ROOT)/$(TIMED) jq $(GO) build -trimpath -o $(JQ) .
 
 $(CLUSTERCTL): hack/clusterctl/go.mod hack/clusterctl/main.go
-	cd hack/clusterctl && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath \
+	cd hack/clusterctl && GOWORK=off CGO_ENABLED=0 $(ROOT)/$(TIMED) clusterctl $(GO) build -trimpath \
 	  -ldflags "-X sigs.k8s.io/cluster-api/version.gitVersion=$(CLUSTERCTL_VERSION)" -o $(CLUSTERCTL) .
 
 # The provider's previous release, which the clusterctl e2e scenario installs and then upgrades
 # to the code checked out: a commit of this repository until release tags are published. Move it
 # forward at each release (the scenario then tests the upgrade users of that release make).
 PREVIOUS_RELEASE_COMMIT ?= ac9cb42f491138b0cc6a15bb74be01e84f771444
-PREVIOUS_RELEASE_DIR = $(BIN)/previous-release/$(PREVIOUS_RELEASE_COMMIT)
+PREVIOUS_RELEASE_DIR := $(shell hack/ensure-previous-release.sh $(PREVIOUS_RELEASE_COMMIT) --dir)
 
 .PHONY: previous-release
-previous-release: ## Build the previous release (PREVIOUS_RELEASE_COMMIT: its manager and clusterctl assets) into bin/previous-release once.
-	hack/ensure-previous-release.sh $(PREVIOUS_RELEASE_COMMIT) >/dev/null
+previous-release: ## Build the previous release (PREVIOUS_RELEASE_COMMIT: its manager and clusterctl assets) into the tool cache once.
+	$(TIMED) previous-release hack/ensure-previous-release.sh $(PREVIOUS_RELEASE_COMMIT) >/dev/null
 
 .PHONY: providers
-providers: ## Build the managers the e2e suite runs as processes (RKE2 and K3s bootstrap and control plane, the previous CAPI minor's core, go.mod's CAPI core and kubeadm managers) into bin/providers once.
-	hack/ensure-providers.sh >/dev/null
+providers: ## Build the managers the e2e suite runs as processes (RKE2 and K3s bootstrap and control plane, the previous CAPI minor's core, go.mod's CAPI core and kubeadm managers) into the tool cache once.
+	$(TIMED) providers hack/ensure-providers.sh >/dev/null
 
 .PHONY: chaos
 CHAOS_FOCUS ?= Manager restarts|Deletion|stops answering
@@ -233,20 +256,20 @@ chaos: envtest harvester-lb harvester-webhook kubevirt images providers ## The f
 	@cat $(ROOT)/out/chaos.md
 
 .PHONY: harvester-lb
-harvester-lb: ## Build Harvester's load balancer (controller and webhook, go.mod's version) into bin/harvester-lb once (every simulated Harvester runs them).
-	HARVESTER_LB_VERSION=$(HARVESTER_LB_VERSION) hack/ensure-harvester-lb.sh $(HARVESTER_LB_DIR) >/dev/null
+harvester-lb: ## Build Harvester's load balancer (controller and webhook, go.mod's version) into the tool cache once (every simulated Harvester runs them).
+	HARVESTER_LB_VERSION=$(HARVESTER_LB_VERSION) $(TIMED) harvester-lb hack/ensure-harvester-lb.sh >/dev/null
 
 .PHONY: kubevirt
-kubevirt: ## Build KubeVirt's own admission (the webhooks virt-api serves, the KubeVirt Harvester runs; every simulated Harvester runs it), its virt-controller and its CRDs into bin/kubevirt once.
-	HARVESTER_VERSION=$(HARVESTER_VERSION) KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) hack/ensure-kubevirt.sh $(KUBEVIRT_DIR) >/dev/null
+kubevirt: ## Build KubeVirt's own admission (the webhooks virt-api serves, the KubeVirt Harvester runs; every simulated Harvester runs it), its virt-controller and its CRDs into the tool cache once.
+	HARVESTER_VERSION=$(HARVESTER_VERSION) KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) $(TIMED) kubevirt hack/ensure-kubevirt.sh >/dev/null
 
 .PHONY: harvester-webhook
-harvester-webhook: ## Build Harvester's admission webhook server and VM controllers (go.mod's version) and collect the CRDs they watch into bin/harvester-webhook once (every simulated Harvester runs them).
-	HARVESTER_VERSION=$(HARVESTER_VERSION) hack/ensure-harvester-webhook.sh $(HARVESTER_WEBHOOK_DIR) >/dev/null
+harvester-webhook: ## Build Harvester's admission webhook server and VM controllers (go.mod's version) and collect the CRDs they watch into the tool cache once (every simulated Harvester runs them).
+	HARVESTER_VERSION=$(HARVESTER_VERSION) $(TIMED) harvester-webhook hack/ensure-harvester-webhook.sh >/dev/null
 
 .PHONY: ipam-provider
-ipam-provider: ## Build Cluster API's in-cluster IPAM provider and copy its CRDs into bin/ipam-in-cluster once (for the e2e bed).
-	IPAM_VERSION=$(IPAM_PROVIDER_VERSION) hack/ensure-ipam-provider.sh $(IPAM_PROVIDER_DIR) >/dev/null
+ipam-provider: ## Build Cluster API's in-cluster IPAM provider and copy its CRDs into the tool cache once (for the e2e bed).
+	IPAM_VERSION=$(IPAM_PROVIDER_VERSION) $(TIMED) ipam-provider hack/ensure-ipam-provider.sh >/dev/null
 
 .PHONY: e2e-harvester
 e2e-harvester: envtest ## The end-to-end suite against a real Harvester: HARVESTER_KUBECONFIG (admin), HARVESTER_NETWORK, HARVESTER_IMAGE [, HARVESTER_LB_IPAM].
@@ -279,4 +302,4 @@ $(KUSTOMIZE): $(TOOLS_MOD)
 	cd hack/tools && GOWORK=off $(GO) build -o $@ sigs.k8s.io/kustomize/kustomize/v5
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) ## Build the pinned tools into bin/.
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) ## Build the pinned code generators (controller-gen, kustomize) into the tool cache.

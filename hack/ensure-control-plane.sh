@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Builds the test control-plane binaries (kube-apiserver and etcd) from the Go module proxy into
-# bin/k8s/<version>/, once per version. envtest's usual download (setup-envtest) needs GitHub and
+# the bed's tool cache (hack/tooldir.sh: k8s/<version>-<recipe>/), once per version. envtest's usual download (setup-envtest) needs GitHub and
 # GCS, which this project's machines cannot reach; the module proxy is always there.
 #
-# Usage: hack/ensure-control-plane.sh [dir]    prints the directory to use as KUBEBUILDER_ASSETS.
+# Usage: hack/ensure-control-plane.sh [--dir | dir] prints the directory to use as KUBEBUILDER_ASSETS.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.35.4}
 ETCD_VERSION=${ETCD_VERSION:-v3.5.21}
 root=$(cd "$(dirname "$0")/.." && pwd)
-dest=${1:-$root/bin/k8s/$KUBE_VERSION-etcd-$ETCD_VERSION}
+dest=$("$root/hack/tooldir.sh" k8s "$KUBE_VERSION-etcd-$ETCD_VERSION" hack/ensure-control-plane.sh)
+case ${1:-} in --dir) echo "$dest"; exit 0 ;; "") ;; *) dest=$1 ;; esac
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock" && flock 9 # one build at a time, whichever clone asks
 mkdir -p "$dest"
 
 log() { echo "ensure-control-plane: $*" >&2; }

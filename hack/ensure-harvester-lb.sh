@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds Harvester's own load balancer (github.com/harvester/harvester-load-balancer): its
 # controllers and its admission webhook, from the Go module proxy into
-# bin/harvester-lb/<version>/, once per version. The e2e bed runs both as processes against the
+# the bed's tool cache (hack/tooldir.sh), once per version. The e2e bed runs both as processes against the
 # simulated Harvester's apiserver, in place of a load balancer of our own (docs/decisions/0004).
 #
-# Usage: hack/ensure-harvester-lb.sh [dir]    prints the directory holding `controller`,
+# Usage: hack/ensure-harvester-lb.sh [--dir | dir] prints the directory holding `controller`,
 # `webhook` and the CRDs (`crds/*.yaml`).
 #
 # The build differs from the release's in two places, both needed only because the bed has no
@@ -25,7 +25,10 @@ set -euo pipefail
 LB_VERSION=${HARVESTER_LB_VERSION:-v1.5.0}
 module=github.com/harvester/harvester-load-balancer
 root=$(cd "$(dirname "$0")/.." && pwd)
-dest=${1:-$root/bin/harvester-lb/$LB_VERSION-bed1}
+dest=$("$root/hack/tooldir.sh" harvester-lb "$LB_VERSION" hack/ensure-harvester-lb.sh)
+case ${1:-} in --dir) echo "$dest"; exit 0 ;; "") ;; *) dest=$1 ;; esac
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock" && flock 9 # one build at a time, whichever clone asks
 
 log() { echo "ensure-harvester-lb: $*" >&2; }
 

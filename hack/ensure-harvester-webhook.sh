@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds Harvester's own admission webhook server (cmd/webhook of github.com/harvester/harvester)
-# and its VM, VMI and host maintenance controllers from the Go module proxy into bin/harvester-webhook/<version>-bed2/,
+# and its VM, VMI and host maintenance controllers from the Go module proxy into the bed's tool cache (hack/tooldir.sh),
 # once per version, with the CustomResourceDefinitions they watch (crds/*.yaml). The e2e bed runs
 # both as processes against every simulated Harvester's apiserver
 # (test/harvestersim/harvesterwebhook.go).
 #
-# Usage: hack/ensure-harvester-webhook.sh [dir]    prints the directory holding `webhook`,
+# Usage: hack/ensure-harvester-webhook.sh [--dir | dir] prints the directory holding `webhook`,
 # `vmcontroller` and `crds/`.
 #
 # Harvester ships its VM and VMI controllers (pkg/controller/master/virtualmachine) only inside
@@ -33,7 +33,10 @@ set -euo pipefail
 HV_VERSION=${HARVESTER_VERSION:-v1.8.0}
 module=github.com/harvester/harvester
 root=$(cd "$(dirname "$0")/.." && pwd)
-dest=${1:-$root/bin/harvester-webhook/$HV_VERSION-bed2}
+dest=$("$root/hack/tooldir.sh" harvester-webhook "$HV_VERSION" hack/ensure-harvester-webhook.sh hack/bed-webhook-url.go.in)
+case ${1:-} in --dir) echo "$dest"; exit 0 ;; "") ;; *) dest=$1 ;; esac
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock" && flock 9 # one build at a time, whichever clone asks
 
 log() { echo "ensure-harvester-webhook: $*" >&2; }
 

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Builds Cluster API's in-cluster IPAM provider (sigs.k8s.io/cluster-api-ipam-provider-in-cluster)
-# from the Go module proxy into bin/ipam-in-cluster/<version>/, once per version, with the CRDs
+# from the Go module proxy into the bed's tool cache (hack/tooldir.sh), once per version, with the CRDs
 # of its pools next to it. The e2e bed runs it as its own process against the management
 # apiserver. It is built on an older Cluster API (v1.11) than the provider (v1.14), so it is
 # built in a copy of its own module, never in the project's go.mod.
 #
-# Usage: hack/ensure-ipam-provider.sh [dir]    prints the directory holding the binary
+# Usage: hack/ensure-ipam-provider.sh [--dir | dir] prints the directory holding the binary
 # (`manager`), the CRDs (`crd/*.yaml`) and the webhook configurations (`webhook/manifests.yaml`).
 set -euo pipefail
 
 IPAM_VERSION=${IPAM_VERSION:-v1.1.0}
 module=sigs.k8s.io/cluster-api-ipam-provider-in-cluster
 root=$(cd "$(dirname "$0")/.." && pwd)
-dest=${1:-$root/bin/ipam-in-cluster/$IPAM_VERSION}
+dest=$("$root/hack/tooldir.sh" ipam-in-cluster "$IPAM_VERSION" hack/ensure-ipam-provider.sh)
+case ${1:-} in --dir) echo "$dest"; exit 0 ;; "") ;; *) dest=$1 ;; esac
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock" && flock 9 # one build at a time, whichever clone asks
 
 log() { echo "ensure-ipam-provider: $*" >&2; }
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds KubeVirt's own admission (the validators and mutators virt-api serves) from the Go module
-# proxy into bin/kubevirt/<version>-bed2/, once per version, with every CustomResourceDefinition
+# proxy into the bed's tool cache (hack/tooldir.sh), once per version, with every CustomResourceDefinition
 # KubeVirt's operator installs (crds/*.yaml). The version is the one Harvester's go.mod names
 # (Harvester v1.8.0 runs KubeVirt v1.7.0). The e2e bed runs the program against every simulated
 # Harvester's apiserver (test/harvestersim/kubevirt.go).
 #
-# Usage: hack/ensure-kubevirt.sh [dir]    prints the directory holding `virt-api-admission`,
+# Usage: hack/ensure-kubevirt.sh [--dir | dir] prints the directory holding `virt-api-admission`,
 # `virt-controller` (KubeVirt's own, cmd/virt-controller) and `crds/`.
 #
 # virt-api is one TLS server for KubeVirt's aggregated API (consoles, VNC, subresources, which need
@@ -33,6 +33,12 @@ export CGO_ENABLED=0
 
 moddir() { (cd "$root" && go mod download -json "$1" | sed -n 's/.*"Dir": "\(.*\)",/\1/p'); }
 
+# The Makefile pins KUBEVIRT_VERSION, so that --dir (print the directory, build nothing) needs no
+# download; a build checks the pin against Harvester's go.mod.
+if [ "${1:-}" = --dir ] && [ -n "${KUBEVIRT_VERSION:-}" ]; then
+  "$root/hack/tooldir.sh" kubevirt "$KUBEVIRT_VERSION" hack/ensure-kubevirt.sh hack/kubevirt
+  exit 0
+fi
 hdir=$(moddir "github.com/harvester/harvester@$harvester")
 harvesters=$(awk '$1 == "kubevirt.io/kubevirt" {print $2; exit}' "$hdir/go.mod")
 [ -n "$harvesters" ] || { log "harvester $harvester's go.mod names no kubevirt.io/kubevirt"; exit 1; }
@@ -41,7 +47,10 @@ if [ "$KUBEVIRT_VERSION" != "$harvesters" ]; then
   log "KUBEVIRT_VERSION=$KUBEVIRT_VERSION, but Harvester $harvester runs KubeVirt $harvesters: change the Makefile's pin with Harvester's"
   exit 1
 fi
-dest=${1:-$root/bin/kubevirt/$KUBEVIRT_VERSION-bed2}
+dest=$("$root/hack/tooldir.sh" kubevirt "$KUBEVIRT_VERSION" hack/ensure-kubevirt.sh hack/kubevirt)
+case ${1:-} in --dir) echo "$dest"; exit 0 ;; "") ;; *) dest=$1 ;; esac
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock" && flock 9 # one build at a time, whichever clone asks
 if [ -x "$dest/virt-api-admission" ] && [ -x "$dest/virt-controller" ] && [ -f "$dest/crds/.complete" ]; then
   echo "$dest"
   exit 0

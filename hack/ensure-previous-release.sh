@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# Builds the provider's previous release from this repository's history into
-# bin/previous-release/<commit>/, once per commit: the e2e scenario that upgrades the provider
+# Builds the provider's previous release from this repository's history into the bed's tool
+# cache (hack/tooldir.sh: previous-release/<commit>-<recipe>/), once per commit: the e2e scenario that upgrades the provider
 # with clusterctl installs it first, with a cluster running, and upgrades to the code checked out.
 # The previous release is a commit (PREVIOUS_RELEASE_COMMIT, pinned in the Makefile) until tags
 # are published: what a user of that version has is what that commit's own tools make.
 #
-# Usage: hack/ensure-previous-release.sh <commit> [dir]    prints the directory it built into.
+# Usage: hack/ensure-previous-release.sh <commit> [--dir | dir]    prints the directory it built
+# into (--dir: prints it, builds nothing).
 #
-# In <dir>/<commit>/: src/ (the commit's tree: its config/harvester files, as a user's checkout
+# In that directory: src/ (the commit's tree: its config/harvester files, as a user's checkout
 # of that version has them), manager (its manager binary, built as `make images` builds it) and
 # release/ (its clusterctl assets, written by its own hack/release with its default images).
 set -euo pipefail
 
-commit=${1:?usage: hack/ensure-previous-release.sh <commit> [dir]}
+commit=${1:?usage: hack/ensure-previous-release.sh <commit> [--dir | dir]}
 root=$(cd "$(dirname "$0")/.." && pwd)
-dest=${2:-$root/bin/previous-release}/$commit
+dest=$("$root/hack/tooldir.sh" previous-release "$commit" hack/ensure-previous-release.sh)
+case ${2:-} in --dir) echo "$dest"; exit 0 ;; "") ;; *) dest=$2 ;; esac
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock" && flock 9 # one build at a time, whichever clone asks
 
 log() { echo "ensure-previous-release: $*" >&2; }
 

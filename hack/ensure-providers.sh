@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Cluster API managers the test bed runs as processes, from the Go module proxy into
-# bin/providers/<name>-<version>/, once per version: the RKE2 and K3s providers (bootstrap and
+# <name>-<version>/ in the bed's tool cache (hack/tooldir.sh), once per version: the RKE2 and K3s providers (bootstrap and
 # control-plane managers), the core manager of the previous Cluster API minor (the provider
 # is built on the current one; one e2e scenario runs it on the previous one), and the current
 # one's core, kubeadm bootstrap and control-plane managers (one scenario turns on their in-place
@@ -8,7 +8,7 @@
 # its own throw-away module, never in the project's go.mod: they are built on other Cluster API
 # and controller-runtime versions than ours.
 #
-# Usage: hack/ensure-providers.sh [dir]    prints the directory holding the providers.
+# Usage: hack/ensure-providers.sh [--dir | dir] prints the directory holding the providers.
 #
 # In <dir>/<name>-<version>/: <part>-manager for each part (bootstrap, controlplane; core for the
 # module's root package), and module-dir (a file holding the module's directory in the module
@@ -20,7 +20,10 @@ K3S_VERSION=${K3S_VERSION:-v0.4.0}
 CAPI_PREVIOUS_VERSION=${CAPI_PREVIOUS_VERSION:-v1.13.6}
 root=$(cd "$(dirname "$0")/.." && pwd)
 CAPI_VERSION=${CAPI_VERSION:-$(awk '$1 == "sigs.k8s.io/cluster-api" {print $2}' "$root/go.mod")}
-dest=${1:-$root/bin/providers}
+dest=$("$root/hack/tooldir.sh" providers "rke2-$RKE2_VERSION-k3s-$K3S_VERSION-capi-$CAPI_PREVIOUS_VERSION-$CAPI_VERSION" hack/ensure-providers.sh)
+case ${1:-} in --dir) echo "$dest"; exit 0 ;; "") ;; *) dest=$1 ;; esac
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock" && flock 9 # one build at a time, whichever clone asks
 mkdir -p "$dest"
 
 log() { echo "ensure-providers: $*" >&2; }
@@ -115,10 +118,22 @@ GO
   (cd "$work" && go mod edit -replace="$(sed -n 's/^module //p' "$dir/go.mod")=./src")
 }
 
-build rke2 github.com/rancher/cluster-api-provider-rke2 "$RKE2_VERSION" bootstrap controlplane
-build k3s github.com/k3s-io/cluster-api-k3s "$K3S_VERSION" bootstrap controlplane
-build capi sigs.k8s.io/cluster-api "$CAPI_PREVIOUS_VERSION" .
+# The four modules build side by side: each spends part of its time downloading and linking,
+# which a core left idle can spend compiling another.
+pids=()
+build rke2 github.com/rancher/cluster-api-provider-rke2 "$RKE2_VERSION" bootstrap controlplane &
+pids+=($!)
+build k3s github.com/k3s-io/cluster-api-k3s "$K3S_VERSION" bootstrap controlplane &
+pids+=($!)
+build capi sigs.k8s.io/cluster-api "$CAPI_PREVIOUS_VERSION" . &
+pids+=($!)
 # go.mod's Cluster API as processes, for the scenario that turns its in-place update gates on.
-build capi sigs.k8s.io/cluster-api "$CAPI_VERSION" core bootstrap/kubeadm controlplane/kubeadm
+build capi sigs.k8s.io/cluster-api "$CAPI_VERSION" core bootstrap/kubeadm controlplane/kubeadm &
+pids+=($!)
+failed=0
+for pid in "${pids[@]}"; do
+  wait "$pid" || failed=1
+done
+[ "$failed" = 0 ] || { log "a build failed (above)"; exit 1; }
 
 echo "$dest"

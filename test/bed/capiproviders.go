@@ -37,7 +37,7 @@ import (
 // Deployment. Unlike our own manager they authenticate as the management cluster's admin: their
 // RBAC is theirs to test.
 type CAPIProviderSpec struct {
-	// Name is the directory under bin/providers (with the version): rke2, k3s, capi.
+	// Name names the directory of hack/ensure-providers.sh's build (with the version): rke2, k3s, capi.
 	Name, Module, Version string
 	// Parts are the managers' directories in the module, each with its config/ (bootstrap and
 	// controlplane when empty); "." is the module's root (CAPI's core).
@@ -205,23 +205,18 @@ func startCAPIProviders(ctx context.Context, mgmt *testenv.Environment, spec CAP
 	return p, nil
 }
 
-// providerBinaries returns bin/providers/<name>-<version>, building it with
-// hack/ensure-providers.sh when `make test` has not.
+// providerBinaries returns <name>-<version> in hack/ensure-providers.sh's directory
+// (PROVIDERS_DIR, which `make test` sets, else the script's, built when missing).
 func providerBinaries(spec CAPIProviderSpec) (string, error) {
-	dir := filepath.Join(testenv.RepoRoot(), "bin", "providers", spec.Name+"-"+spec.Version)
-	built := true
+	root, err := testenv.BuiltDir("PROVIDERS_DIR", "ensure-providers.sh")
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, spec.Name+"-"+spec.Version)
 	for _, part := range spec.parts() {
 		if _, err := os.Stat(filepath.Join(dir, partName(part)+"-manager")); err != nil {
-			built = false
+			return "", fmt.Errorf("%s has no %s manager (hack/ensure-providers.sh builds it): %w", dir, part, err)
 		}
-	}
-	if built {
-		return dir, nil
-	}
-	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "ensure-providers.sh"))
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("hack/ensure-providers.sh: %w\n%s", err, out)
 	}
 	return dir, nil
 }

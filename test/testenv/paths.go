@@ -52,16 +52,9 @@ func ModuleDir(module string) (string, error) {
 }
 
 // AssetsDir returns the directory with the kube-apiserver and etcd binaries: KUBEBUILDER_ASSETS
-// when set (the Makefile sets it), else the newest build of hack/ensure-control-plane.sh in bin/.
+// when set (the Makefile sets it), else hack/ensure-control-plane.sh's, built when missing.
 func AssetsDir() (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir, nil
-	}
-	matches, _ := filepath.Glob(filepath.Join(RepoRoot(), "bin", "k8s", "*", "kube-apiserver"))
-	if len(matches) == 0 {
-		return "", fmt.Errorf("no test control plane: run `make test` (or hack/ensure-control-plane.sh) to build kube-apiserver and etcd into bin/k8s")
-	}
-	return filepath.Dir(matches[len(matches)-1]), nil
+	return BuiltDir("KUBEBUILDER_ASSETS", "ensure-control-plane.sh")
 }
 
 // DownloadModule fetches a module that is not in go.mod (a provider whose CRDs a test needs,

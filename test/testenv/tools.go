@@ -11,7 +11,7 @@ import (
 
 // BuiltDir is the directory a hack/ script built a bed tool into (another project's binaries,
 // pinned): $envVar when set (the Makefile sets it), else the script is run, which builds the
-// tool once into bin/ and prints the directory.
+// tool once into the tool cache outside the clone (hack/tooldir.sh) and prints the directory.
 func BuiltDir(envVar, script string) (string, error) {
 	if dir := os.Getenv(envVar); dir != "" {
 		return dir, nil
