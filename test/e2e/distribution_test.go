@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
@@ -117,11 +116,12 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 
 	By("the control-plane provider initialises the control plane on the load balancer's loopback address")
 	cluster := &clusterv1.Cluster{}
-	Eventually(func(g Gomega) {
+	state := clusterState(m.client, namespace, name)
+	waitProgressing("the control plane to be initialised", state, func(g Gomega) {
 		g.Expect(m.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
 		g.Expect(cluster.Spec.ControlPlaneEndpoint.Host).To(HavePrefix("127.77.0."))
 		g.Expect(cluster.Status.Initialization.ControlPlaneInitialized).To(Equal(ptr.To(true)))
-	}).WithTimeout(3 * time.Minute).Should(Succeed())
+	})
 	controlPlane := &unstructured.Unstructured{}
 	controlPlane.SetAPIVersion(f.controlPlaneAPIVersion)
 	controlPlane.SetKind(f.controlPlaneKind)
@@ -131,7 +131,7 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 
 	By("both Machines are provisioned by our manager and get Nodes")
 	gc := testBed.Guest(namespace, name)
-	Eventually(func(g Gomega) {
+	waitProgressing("both Machines provisioned with their Nodes", state, func(g Gomega) {
 		machines := &clusterv1.MachineList{}
 		g.Expect(m.client.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
 		g.Expect(machines.Items).To(HaveLen(2))
@@ -150,7 +150,7 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 				g.Expect(conditions.IsTrue(&m, clusterv1.MachineUpToDateCondition)).To(BeTrue(), "worker %s: %+v", m.Name, conditions.Get(&m, clusterv1.MachineUpToDateCondition))
 			}
 		}
-	}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(m.client, namespace, name) })
+	})
 
 	By("the Nodes carry the distribution's labels: the server's roles on the control plane only")
 	nodes := &corev1.NodeList{}
@@ -209,9 +209,7 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 
 	By("deleting the Cluster removes everything on Harvester")
 	Expect(m.client.Delete(ctx, cluster)).To(Succeed())
-	Eventually(func() bool {
-		return apierrors.IsNotFound(m.client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
-	}).WithTimeout(3 * time.Minute).Should(BeTrue())
+	clusterGone(m.client, namespace, name)
 	leakFree(target)
 }
 
@@ -225,7 +223,7 @@ func upgradesAsOperationsSays(f distributionFlavour, namespace, name string, gc 
 	Expect(mgmt().List(ctx, before, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
 	start := time.Now()
 	runDocumentedOnManagement("operations.md", "upgrade-rke2-k3s", "NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+f.upgradeTo)
-	Eventually(func(g Gomega) {
+	waitProgressing("both machines replaced at "+f.upgradeTo, clusterState(mgmt(), namespace, name), func(g Gomega) {
 		machines := &clusterv1.MachineList{}
 		g.Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
 		g.Expect(machines.Items).To(HaveLen(2))
@@ -245,7 +243,7 @@ func upgradesAsOperationsSays(f distributionFlavour, namespace, name string, gc 
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(learners).To(BeEmpty())
 		g.Expect(members).To(ConsistOf(HavePrefix(server+"-")), "the new server's member alone")
-	}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachines(namespace, name) })
+	})
 	GinkgoWriter.Printf("%s upgrade: server and agent replaced in %s\n", f.controlPlaneKind, time.Since(start).Round(time.Second))
 }
 
@@ -265,7 +263,9 @@ func describeClusterIn(c client.Client, namespace, name string) string {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); err != nil {
 		return err.Error() + "\n"
 	}
-	out += fmt.Sprintf("cluster %s phase %s initialization %+v\n", name, cluster.Status.Phase, cluster.Status.Initialization)
+	out += fmt.Sprintf("cluster %s phase %s infrastructure provisioned %v control plane initialized %v deleting %v\n", name, cluster.Status.Phase,
+		ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false), ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false),
+		cluster.DeletionTimestamp != nil)
 	for _, cond := range cluster.Status.Conditions {
 		if cond.Status != metav1.ConditionTrue {
 			out += fmt.Sprintf("  %s=%s %s: %s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
@@ -284,12 +284,7 @@ func describeClusterIn(c client.Client, namespace, name string) string {
 	return out
 }
 
-// describeMachines says, a line each, where a cluster's Machines stand.
-func describeMachines(namespace, name string) string {
-	return describeMachinesIn(mgmt(), namespace, name)
-}
-
-// describeMachinesIn is describeMachines in any management cluster.
+// describeMachinesIn says, a line each, where a cluster's Machines of management cluster c stand.
 func describeMachinesIn(c client.Client, namespace, name string) string {
 	machines := &clusterv1.MachineList{}
 	if err := c.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {

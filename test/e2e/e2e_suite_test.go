@@ -57,7 +57,9 @@ func TestE2E(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	SetDefaultEventuallyTimeout(30 * time.Second)
+	// Sized for a loaded 2-core machine (both shards and the unit tests at once); the long steps
+	// wait on their progress instead (waitProgressing).
+	SetDefaultEventuallyTimeout(2 * time.Minute)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	opts := harvestersim.DefaultOptions()
 	// The control planes' pool serves load balancers of VMs only; guest Services get pools of

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -154,13 +156,17 @@ func (tc *testCluster) machineDeployment(name, template string, replicas int32, 
 	return md
 }
 
-// leakFree waits until nothing of the target namespace is left on Harvester.
+// leakFree waits until nothing of the target namespace is left on Harvester, as long as what is
+// left keeps going.
 func leakFree(target string) {
-	Eventually(func(g Gomega) {
-		leaks, err := testBed.LeakCheck(ctx, target)
+	GinkgoHelper()
+	var leaks []string
+	waitProgressing("nothing of "+target+" left on Harvester", func() string { return fmt.Sprint(leaks) }, func(g Gomega) {
+		var err error
+		leaks, err = testBed.LeakCheck(ctx, target)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(leaks).To(BeEmpty())
-	}).Should(Succeed())
+	})
 }
 
 // controlPlaneMachine creates a Machine labelled as control plane, with its HarvesterMachine: no

@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+// Long steps (a control plane coming up, machines provisioned with their Nodes, a rollout or an
+// upgrade, a deletion) take as long as the machine's load makes them: on a busy 2-core machine
+// several times what they take alone. waitProgressing bounds them by their progress rather than
+// by a time that holds on an idle machine only.
+const (
+	// progressStall is how long a step may show no change before its wait fails.
+	progressStall = 2 * time.Minute
+	// progressCap bounds a step that keeps changing but never gets there.
+	progressCap = 15 * time.Minute
+)
+
+// waitProgressing waits for what: it polls check every 100 ms, as Eventually does, until it
+// passes, and looks every second at state, a short description of where the step stands (the
+// objects' phases, conditions and counts). It fails when state has not changed for
+// progressStall, or after progressCap, with check's last failure and the last state it saw.
+func waitProgressing(what string, state func() string, check func(g Gomega)) {
+	GinkgoHelper()
+	start := time.Now()
+	var seen string
+	var changed, looked time.Time
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		failure, passed := attempt(check)
+		if passed {
+			return
+		}
+		if time.Since(looked) >= time.Second {
+			looked = time.Now()
+			if now := state(); now != seen || changed.IsZero() {
+				seen, changed = now, looked
+			}
+		}
+		why := ""
+		if time.Since(changed) >= progressStall {
+			why = fmt.Sprintf("nothing changed for %s", progressStall)
+		} else if time.Since(start) >= progressCap {
+			why = fmt.Sprintf("still not there after %s", progressCap)
+		}
+		if why != "" {
+			Fail(fmt.Sprintf("Waiting for %s: %s (%s in all).\nThe last check failed with:\n%s\nWhere it stood:\n%s",
+				what, why, time.Since(start).Round(time.Second), failure, seen))
+		}
+		<-tick.C
+	}
+}
+
+// checkFailure stops a check at its first failed assertion, as Eventually's Gomega does.
+type checkFailure struct{ message string }
+
+// attempt runs check once and returns the message of its first failed assertion.
+func attempt(check func(g Gomega)) (failure string, passed bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(checkFailure)
+			if !ok {
+				panic(r)
+			}
+			failure = f.message
+		}
+	}()
+	check(NewGomega(func(message string, _ ...int) { panic(checkFailure{message}) }))
+	return "", true
+}
+
+// clusterState says where a cluster of management cluster c stands, for waitProgressing: its
+// Cluster, HarvesterCluster, Machines and HarvesterMachines (their conditions that are not true),
+// and its guest's Nodes.
+func clusterState(c client.Client, namespace, name string) func() string {
+	return func() string {
+		return describeClusterIn(c, namespace, name) + describeMachinesIn(c, namespace, name) +
+			describeHarvesterMachinesIn(c, namespace, name) + describeGuest(namespace, name)
+	}
+}
+
+// state is clusterState of a test cluster.
+func (tc *testCluster) state() string { return clusterState(mgmt(), tc.Namespace, tc.Name)() }
+
+// describeHarvesterMachinesIn says, a line each, where a cluster's HarvesterMachines stand.
+func describeHarvesterMachinesIn(c client.Client, namespace, name string) string {
+	hms := &infrav1.HarvesterMachineList{}
+	if err := c.List(ctx, hms, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		return err.Error() + "\n"
+	}
+	out := ""
+	for _, hm := range hms.Items {
+		out += fmt.Sprintf("harvestermachine %s provisioned %v deleting %v vm %q on %q", hm.Name,
+			ptr.Deref(hm.Status.Initialization.Provisioned, false), hm.DeletionTimestamp != nil, hm.Status.VirtualMachine.Name, hm.Status.VirtualMachine.Host)
+		for _, c := range hm.Status.Conditions {
+			if c.Status != metav1.ConditionTrue {
+				out += fmt.Sprintf("; %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+			}
+		}
+		out += "\n"
+	}
+	return out
+}
+
+// describeGuest says which Nodes the guest of the Cluster namespace/name has.
+func describeGuest(namespace, name string) string {
+	gc := testBed.Guest(namespace, name)
+	if gc == nil {
+		return "no guest control plane\n"
+	}
+	nodes := &corev1.NodeList{}
+	if err := gc.Env.Client.List(ctx, nodes); err != nil {
+		return "guest: " + err.Error() + "\n"
+	}
+	out := fmt.Sprintf("guest: %d nodes", len(nodes.Items))
+	for _, n := range nodes.Items {
+		out += fmt.Sprintf("; %s providerID %q", n.Name, n.Spec.ProviderID)
+	}
+	return out + "\n"
+}
