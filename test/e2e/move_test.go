@@ -69,7 +69,7 @@ var _ = Describe("clusterctl move", func() {
 		md := tc.machineDeployment("workers", "workers", 1, machineSpec())
 
 		By("waiting until clusterctl would move it: control plane initialised, every Machine with its Node")
-		Eventually(func(g Gomega) {
+		waitProgressing("the control plane initialised and every Machine with its Node", tc.state, func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
 			g.Expect(conditions.IsTrue(tc.Cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
 			machines := &clusterv1.MachineList{}
@@ -78,7 +78,7 @@ var _ = Describe("clusterctl move", func() {
 			for _, m := range machines.Items {
 				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
 			}
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 		By("recording a volume the guest's CSI driver made on Harvester")
 		guestVolume := tc.recordedGuestVolume()
 
@@ -131,7 +131,7 @@ var _ = Describe("clusterctl move", func() {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), hc)).To(Succeed())
 			g.Expect(conditions.IsTrue(hc, infrav1.HarvesterAvailableCondition)).To(BeTrue(), "%v", hc.Status.Conditions)
 			g.Expect(hc.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		}).Should(Succeed())
 		// The tenant's Secret keeps the provider's finalizer until taken off by hand (the doc's step).
 		old := &corev1.Secret{}
 		Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: oldSecret}, old)).To(Succeed())
@@ -194,7 +194,7 @@ var _ = Describe("clusterctl move", func() {
 				g.Expect(hm.Spec.ProviderID).To(Equal(providerIDs[hm.Name]), hm.Name)
 				g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%s: %v", hm.Name, hm.Status.Conditions)
 			}
-		}).WithTimeout(time.Minute).Should(Succeed())
+		}).Should(Succeed())
 		Expect(harvesterObjects(Default, tc.Target)).To(Equal(before), "nothing on Harvester re-created, added or removed")
 
 		By("scaling the moved cluster up by one machine from the target")
@@ -203,7 +203,7 @@ var _ = Describe("clusterctl move", func() {
 			md.Spec.Replicas = ptr.To[int32](2)
 			g.Expect(to.Update(ctx, md)).To(Succeed())
 		}).Should(Succeed())
-		Eventually(func(g Gomega) {
+		waitProgressing("the third machine provisioned with its Node", clusterState(to, tc.Namespace, tc.Name), func(g Gomega) {
 			machines := &clusterv1.MachineList{}
 			g.Expect(to.List(ctx, machines, client.InNamespace(tc.Namespace))).To(Succeed())
 			g.Expect(machines.Items).To(HaveLen(3))
@@ -211,7 +211,7 @@ var _ = Describe("clusterctl move", func() {
 				g.Expect(m.Status.Initialization.InfrastructureProvisioned).To(Equal(ptr.To(true)), m.Name)
 				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
 			}
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 		after := harvesterObjects(Default, tc.Target)
 		vms := 0
 		for key, uid := range after {
@@ -237,16 +237,20 @@ var _ = Describe("clusterctl move", func() {
 		tc.Bootstrap.Labels[clusterctlv1.ClusterctlMoveLabel] = ""
 		Expect(mgmt().Patch(ctx, tc.Bootstrap, client.MergeFrom(base))).To(Succeed())
 		tc.controlPlaneMachine("move-away-cp-0")
-		Eventually(func(g Gomega) {
+		waitProgressing("the control plane initialised and its Machine with its Node", tc.state, func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
 			g.Expect(conditions.IsTrue(tc.Cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
 			machines := &clusterv1.MachineList{}
 			g.Expect(mgmt().List(ctx, machines, client.InNamespace(tc.Namespace))).To(Succeed())
 			g.Expect(machines.Items).To(HaveLen(1))
 			g.Expect(machines.Items[0].Status.NodeRef.IsDefined()).To(BeTrue())
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 		guestVolume := tc.recordedGuestVolume()
-		Expect(tc.HarvesterCluster.Status.GuestVolumes).To(Equal([]string{guestVolume}))
+		// The status follows the annotation, in a patch of its own.
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), tc.HarvesterCluster)).To(Succeed())
+			g.Expect(tc.HarvesterCluster.Status.GuestVolumes).To(Equal([]string{guestVolume}))
+		}).Should(Succeed())
 
 		By("removing the guest's kubeconfig Secret, so that the target never reaches the guest")
 		Expect(mgmt().Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: tc.Name + "-kubeconfig"}})).To(Succeed())
@@ -266,7 +270,7 @@ var _ = Describe("clusterctl move", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(to.Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), moved)).To(Succeed())
 			g.Expect(moved.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%v", moved.Status.Conditions)
-		}).WithTimeout(time.Minute).Should(Succeed())
+		}).Should(Succeed())
 		Expect(moved.Annotations).To(HaveKeyWithValue(infrav1.GuestVolumesAnnotation, guestVolume))
 		Expect(moved.Status.GuestVolumes).To(BeEmpty(), "status did not move, and the target cannot read the guest")
 
@@ -303,7 +307,7 @@ func (tc *testCluster) recordedGuestVolume() string {
 	Eventually(func(g Gomega) {
 		g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), tc.HarvesterCluster)).To(Succeed())
 		g.Expect(tc.HarvesterCluster.Annotations).To(HaveKeyWithValue(infrav1.GuestVolumesAnnotation, guestVolume))
-	}).WithTimeout(time.Minute).Should(Succeed())
+	}).Should(Succeed())
 	return guestVolume
 }
 
@@ -312,11 +316,7 @@ func (tc *testCluster) recordedGuestVolume() string {
 func (tc *testCluster) deletedFrom(to client.Client, guestVolume string) {
 	GinkgoHelper()
 	Expect(to.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: tc.Name}})).To(Succeed())
-	Eventually(func(g Gomega) {
-		clusters := &clusterv1.ClusterList{}
-		g.Expect(to.List(ctx, clusters, client.InNamespace(tc.Namespace))).To(Succeed())
-		g.Expect(clusters.Items).To(BeEmpty())
-	}).WithTimeout(time.Minute).Should(Succeed())
+	clusterGone(to, tc.Namespace, tc.Name)
 	leakFree(tc.Target)
 	err := harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: guestVolume}, &corev1.PersistentVolumeClaim{})
 	Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the guest's volume is deleted with the cluster, from its record: %v", err)
