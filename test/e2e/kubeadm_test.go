@@ -108,17 +108,18 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 
 		By("the control plane comes up on the load balancer's loopback address")
 		cluster := &clusterv1.Cluster{}
-		Eventually(func(g Gomega) {
+		state := clusterState(mgmt(), namespace, name)
+		waitProgressing("the control plane to come up", state, func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
 			g.Expect(cluster.Spec.ControlPlaneEndpoint.Host).To(HavePrefix("127.77.0."))
 			g.Expect(cluster.Status.Initialization.ControlPlaneInitialized).To(Equal(ptr.To(true)))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 		kcps := &controlplanev1.KubeadmControlPlaneList{}
 		Expect(mgmt().List(ctx, kcps, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
 		Expect(kcps.Items).To(HaveLen(1))
 
 		By("every Machine gets a Node, initialised by our CCM (providerID, addresses, zone)")
-		Eventually(func(g Gomega) {
+		waitProgressing("every Machine with its Node", state, func(g Gomega) {
 			machines := &clusterv1.MachineList{}
 			g.Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
 			g.Expect(machines.Items).To(HaveLen(1 + workers))
@@ -128,7 +129,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			for _, m := range machines.Items {
 				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
 			}
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		})
 		hms := &infrav1.HarvesterMachineList{}
 		Expect(mgmt().List(ctx, hms, client.InNamespace(namespace))).To(Succeed())
 		Expect(hms.Items).To(HaveLen(1 + workers))
@@ -142,16 +143,19 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		}
 		gc := testBed.Guest(namespace, name)
 		Expect(gc).NotTo(BeNil())
-		Expect(gc.CCMRunning()).To(BeTrue())
 		nodes := &corev1.NodeList{}
-		Expect(gc.Env.Client.List(ctx, nodes)).To(Succeed())
-		Expect(nodes.Items).To(HaveLen(1 + workers))
-		for _, n := range nodes.Items {
-			Expect(n.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix))
-			Expect(n.Labels).To(HaveKey(corev1.LabelTopologyZone))
-			Expect(n.Status.Addresses).To(ContainElement(HaveField("Type", corev1.NodeInternalIP)))
-			Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", "node.cloudprovider.kubernetes.io/uninitialized")))
-		}
+		// The CCM writes a Node's addresses after its providerID, zone and taint.
+		Eventually(func(g Gomega) {
+			g.Expect(gc.CCMRunning()).To(BeTrue())
+			g.Expect(gc.Env.Client.List(ctx, nodes)).To(Succeed())
+			g.Expect(nodes.Items).To(HaveLen(1 + workers))
+			for _, n := range nodes.Items {
+				g.Expect(n.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix))
+				g.Expect(n.Labels).To(HaveKey(corev1.LabelTopologyZone))
+				g.Expect(n.Status.Addresses).To(ContainElement(HaveField("Type", corev1.NodeInternalIP)))
+				g.Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", "node.cloudprovider.kubernetes.io/uninitialized")))
+			}
+		}).Should(Succeed())
 
 		By("the addons' pods are placed by the guest's scheduler and run: the CCM on the control-plane node, kube-vip and the CSI node plugin on every node")
 		cpNode := ""
@@ -179,11 +183,11 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			By("scaling the workers to three with docs/operations.md's commands")
 			runDocumentedOnManagement("operations.md", "scale-workers", "NAMESPACE="+namespace, "CLUSTER="+name)
 			workers = 3
-			Eventually(func(g Gomega) {
+			waitProgressing("the third worker's Node", state, func(g Gomega) {
 				nodes := &corev1.NodeList{}
 				g.Expect(gc.Env.Client.List(ctx, nodes)).To(Succeed())
 				g.Expect(nodes.Items).To(HaveLen(1 + workers))
-			}).WithTimeout(time.Minute).Should(Succeed())
+			})
 		}
 
 		if !whole {
@@ -217,9 +221,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 
 			By("deleting the Cluster removes everything on Harvester")
 			Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
-			Eventually(func() bool {
-				return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
-			}).WithTimeout(2 * time.Minute).Should(BeTrue())
+			clusterGone(mgmt(), namespace, name)
 			leakFree(target)
 			Eventually(gc.CCMRunning).Should(BeFalse(), "the CCM's pod has no node left to run on")
 			return
@@ -235,7 +237,20 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		}
 		deploy.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = time.Now().Format(time.RFC3339)
 		Expect(gc.Env.Client.Update(ctx, deploy)).To(Succeed())
-		Eventually(func(g Gomega) {
+		rollout := func() string {
+			pods := &corev1.PodList{}
+			if err := gc.Env.Client.List(ctx, pods, client.MatchingLabels{"app.kubernetes.io/name": "harvester-cloud-controller-manager"}); err != nil {
+				return err.Error()
+			}
+			st := deploy.Status
+			out := fmt.Sprintf("deployment generation %d observed %d, %d replicas, %d updated, %d available", deploy.Generation, st.ObservedGeneration,
+				st.Replicas, st.UpdatedReplicas, st.AvailableReplicas)
+			for _, p := range pods.Items {
+				out += fmt.Sprintf("; pod %s %s on %q deleting %v", p.Name, p.Status.Phase, p.Spec.NodeName, p.DeletionTimestamp != nil)
+			}
+			return out
+		}
+		waitProgressing("the CCM's rollout", rollout, func(g Gomega) {
 			g.Expect(gc.Env.Client.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)).To(Succeed())
 			g.Expect(deploy.Status.ObservedGeneration).To(Equal(deploy.Generation))
 			g.Expect(deploy.Status.UpdatedReplicas).To(Equal(int32(1)))
@@ -246,7 +261,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			g.Expect(pods[0].UID).NotTo(Equal(oldPods[0].UID))
 			g.Expect(gc.CCMErr()).NotTo(HaveOccurred())
 			g.Expect(gc.CCMRunning()).To(BeTrue())
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 
 		By("a Service of type LoadBalancer in the guest gets a Harvester address from our CCM")
 		svc := &corev1.Service{
@@ -291,7 +306,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster.Spec.InfrastructureRef.Name}, hc)).To(Succeed())
 			g.Expect(hc.Status.GuestVolumes).To(Equal([]string{deleted}))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		}).Should(Succeed())
 
 		By("no secret of the lifecycle reaches a log, an event or a condition")
 		secrets := newSecretWatch()
@@ -302,12 +317,7 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 
 		By("deleting the Cluster with docs/operations.md's commands removes everything on Harvester, the guest Service's load balancer too")
 		runDocumentedOnManagement("operations.md", "delete-cluster", "NAMESPACE="+namespace, "CLUSTER="+name)
-		Eventually(func() bool {
-			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
-		}).WithTimeout(2*time.Minute).Should(BeTrue(), func() string {
-			_ = mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)
-			return fmt.Sprintf("the HarvesterCluster's conditions: %+v", hc.Status.Conditions)
-		})
+		clusterGone(mgmt(), namespace, name)
 		By("the guest's volume with reclaim policy Delete went with the cluster; the one that says Retain stays")
 		Eventually(func() bool {
 			return apierrors.IsNotFound(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: deleted}, &corev1.PersistentVolumeClaim{}))
@@ -370,7 +380,7 @@ func remediatesAFailedWorker(namespace, name, target string, gc *guest.Cluster, 
 	vm.Spec.Running = nil
 	Expect(harvesterClient().Patch(ctx, vm, client.MergeFrom(base2))).To(Succeed())
 
-	Eventually(func(g Gomega) {
+	waitProgressing("the failed worker replaced", clusterState(mgmt(), namespace, name), func(g Gomega) {
 		g.Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: name + "-md-0"})).To(Succeed())
 		g.Expect(machines.Items).To(HaveLen(workers))
 		for _, m := range machines.Items {
@@ -380,7 +390,7 @@ func remediatesAFailedWorker(namespace, name, target string, gc *guest.Cluster, 
 		nodes := &corev1.NodeList{}
 		g.Expect(gc.Env.Client.List(ctx, nodes)).To(Succeed())
 		g.Expect(nodes.Items).To(HaveLen(1 + workers))
-	}).WithTimeout(2 * time.Minute).Should(Succeed())
+	})
 }
 
 // upgradesTheTopology runs docs/operations.md's topology upgrade (v1.35.4 to v1.35.5 and an
@@ -441,7 +451,7 @@ func upgradesTheTopology(namespace, name, target string, workers int) {
 	}
 	// The block's last wait is for the MachineDeployments to have rolled out; the Machines'
 	// node information follows their Nodes.
-	Eventually(func(g Gomega) {
+	waitProgressing("the upgraded machines' Nodes and a healthy etcd", clusterState(mgmt(), namespace, name), func(g Gomega) {
 		after, err := list()
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(after).To(HaveLen(1 + workers))
@@ -466,7 +476,7 @@ func upgradesTheTopology(namespace, name, target string, workers int) {
 		// KCP checked the stacked etcd before and after the swap, and finds it healthy.
 		g.Expect(conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition)).To(BeTrue(),
 			"%v", conditions.Get(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition))
-	}).WithTimeout(time.Minute).Should(Succeed(), func() string { return describeMachinesIn(mgmt(), namespace, name) })
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	Expect(seenWorkers).To(HaveLen(2*workers), "each worker replaced once: %v", seenWorkers)
