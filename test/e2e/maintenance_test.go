@@ -57,7 +57,7 @@ var _ = Describe("Harvester host maintenance", func() {
 		var before map[string]infrav1.HarvesterMachine
 		var restart infrav1.HarvesterMachine
 		var node string
-		Eventually(func(g Gomega) {
+		waitProgressing("three provisioned machines, the restart worker with its Node", tc.state, func(g Gomega) {
 			before = machines(g)
 			g.Expect(before).To(HaveLen(3))
 			for _, hm := range before {
@@ -68,7 +68,7 @@ var _ = Describe("Harvester host maintenance", func() {
 			}
 			node = ownerOf(g, restart).Status.NodeRef.Name
 			g.Expect(node).NotTo(BeEmpty())
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		})
 		host := restart.Status.VirtualMachine.Host
 		vm := &kubevirtv1.VirtualMachine{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: restart.Status.VirtualMachine.Name}, vm)).To(Succeed())
@@ -147,7 +147,7 @@ var _ = Describe("Harvester host maintenance", func() {
 
 		By("relaxing the budget: the node drains, the VM stops and starts on another host")
 		Expect(g.Delete(ctx, pdb)).To(Succeed())
-		Eventually(func(gm Gomega) {
+		waitProgressing("the worker drained and restarted off the host", tc.state, func(gm Gomega) {
 			// A kubelet's status reports are the host changes Harvester's maintain-status
 			// controller re-checks on.
 			gm.Expect(testBed.Harvester.ReportHostStatus(ctx, host)).To(Succeed())
@@ -165,24 +165,27 @@ var _ = Describe("Harvester host maintenance", func() {
 			h := &corev1.Node{}
 			gm.Expect(harvesterClient().Get(ctx, client.ObjectKey{Name: host}, h)).To(Succeed())
 			gm.Expect(h.Annotations).To(HaveKeyWithValue(harvestersim.AnnotationMaintainStatus, harvestersim.MaintainStatusCompleted))
-		}).WithTimeout(3 * time.Minute).Should(Succeed())
+			// The live-migrated machines' status follows their VMIs.
+			for name, hm := range machines(gm) {
+				gm.Expect(hm.Status.VirtualMachine.Host).NotTo(Equal(host), name)
+			}
+		})
 
 		By("every machine is the one it was: same VM and providerID, off the host, none replaced")
-		after := machines(Default)
-		sameMachines(Default, before, after)
-		for name := range before {
-			Expect(after[name].Status.VirtualMachine.Host).NotTo(Equal(host))
-		}
+		sameMachines(Default, before, machines(Default))
 		vmis := &kubevirtv1.VirtualMachineInstanceList{}
 		Expect(harvesterClient().List(ctx, vmis, client.InNamespace(tc.Target))).To(Succeed())
 		for _, vmi := range vmis.Items {
 			Expect(vmi.Status.NodeName).NotTo(Equal(host), "VMI %s", vmi.Name)
 		}
-		events := &corev1.EventList{}
-		Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
-		for _, reason := range []string{"DrainingNode", "VirtualMachineStopping", "VirtualMachineRestarting", "HostMaintenanceDone"} {
-			Expect(events.Items).To(ContainElement(And(HaveField("Reason", reason), HaveField("InvolvedObject.Name", restart.Name))))
-		}
+		// Events are sent apart from the status.
+		Eventually(func(gm Gomega) {
+			events := &corev1.EventList{}
+			gm.Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
+			for _, reason := range []string{"DrainingNode", "VirtualMachineStopping", "VirtualMachineRestarting", "HostMaintenanceDone"} {
+				gm.Expect(events.Items).To(ContainElement(And(HaveField("Reason", reason), HaveField("InvolvedObject.Name", restart.Name))))
+			}
+		}).Should(Succeed())
 
 		deleteCluster(tc)
 		leakFree(tc.Target)
@@ -230,7 +233,7 @@ var _ = Describe("Harvester host maintenance", func() {
 		machines := func(g Gomega) map[string]infrav1.HarvesterMachine { return machinesByName(g, tc) }
 		var before map[string]infrav1.HarvesterMachine
 		var gpu string
-		Eventually(func(g Gomega) {
+		waitProgressing("three provisioned machines on host A", tc.state, func(g Gomega) {
 			before = machines(g)
 			g.Expect(before).To(HaveLen(3))
 			for name, hm := range before {
@@ -240,7 +243,7 @@ var _ = Describe("Harvester host maintenance", func() {
 					gpu = name
 				}
 			}
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		})
 		cordon(hostB, false)
 		settled := func(g Gomega, hm infrav1.HarvesterMachine) {
 			g.Expect(conditions.GetReason(&hm, infrav1.HostMaintenanceCondition)).To(Equal(infrav1.NoHostMaintenanceReason))
@@ -261,21 +264,21 @@ var _ = Describe("Harvester host maintenance", func() {
 
 		By("cordoning host A first: the provider drains the vGPU worker and restarts it on host B")
 		cordon(hostA, true)
-		Eventually(func(g Gomega) {
+		waitProgressing("the vGPU worker restarted on host B", tc.state, func(g Gomega) {
 			hm := machines(g)[gpu]
 			g.Expect(hm.Status.VirtualMachine.Host).To(Equal(hostB))
 			settled(g, hm)
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		})
 
 		By("maintenance mode on host A, not forced: Harvester accepts it, the others live-migrate")
 		Expect(testBed.Harvester.EnableMaintenance(ctx, hostA, false)).To(Succeed())
-		Eventually(func(g Gomega) {
+		waitProgressing("host A's maintenance completed, every machine on host B", tc.state, func(g Gomega) {
 			completed(g, hostA)
 			for _, hm := range machines(g) {
 				g.Expect(hm.Status.VirtualMachine.Host).To(Equal(hostB), hm.Name)
 				settled(g, hm)
 			}
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		})
 
 		By("forced maintenance on host B while the manager is down: Harvester halts the vGPU worker at once; the manager, back, starts it on host A")
 		Expect(testBed.Harvester.DisableMaintenance(ctx, hostA)).To(Succeed())
@@ -288,27 +291,27 @@ var _ = Describe("Harvester host maintenance", func() {
 			g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: before[gpu].Status.VirtualMachine.Name}, vm)).To(Succeed())
 			g.Expect(vm.Spec.RunStrategy).To(Equal(ptr.To(kubevirtv1.RunStrategyHalted)), "Harvester halted it")
 			g.Expect(apierrors.IsNotFound(harvesterClient().Get(ctx, client.ObjectKeyFromObject(vm), &kubevirtv1.VirtualMachineInstance{}))).To(BeTrue())
-		}).WithTimeout(time.Minute).Should(Succeed())
+		}).Should(Succeed())
 		Expect(testBed.Provider.Start(ctx)).To(Succeed())
-		Eventually(func(g Gomega) {
+		waitProgressing("host B's maintenance completed, every machine on host A", tc.state, func(g Gomega) {
 			completed(g, hostB)
 			for _, hm := range machines(g) {
 				g.Expect(hm.Status.VirtualMachine.Host).To(Equal(hostA), hm.Name)
 				settled(g, hm)
 			}
-		}).WithTimeout(3 * time.Minute).Should(Succeed())
-		events := &corev1.EventList{}
-		Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
-		Expect(events.Items).To(ContainElement(And(HaveField("Reason", infrav1.HaltedByHarvesterReason), HaveField("InvolvedObject.Name", gpu))))
+		})
+		Eventually(func(g Gomega) {
+			events := &corev1.EventList{}
+			g.Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", infrav1.HaltedByHarvesterReason), HaveField("InvolvedObject.Name", gpu))))
+		}).Should(Succeed())
 
 		By("upgrading host A: Harvester's detector does not stop a vGPU-only VM, the drain taint makes the provider move it")
 		Expect(testBed.Harvester.DisableMaintenance(ctx, hostB)).To(Succeed())
 		gpuVMI := &kubevirtv1.VirtualMachineInstance{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: before[gpu].Status.VirtualMachine.Name}, gpuVMI)).To(Succeed())
-		upgradeCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-		Expect(testBed.Harvester.UpgradeHost(upgradeCtx, hostA)).To(Succeed(), "host A emptied: nothing stalled the upgrade")
-		Eventually(func(g Gomega) {
+		upgradeHost(hostA)
+		waitProgressing("the vGPU worker restarted and the others live-migrated off host A", tc.state, func(g Gomega) {
 			for name, hm := range machines(g) {
 				settled(g, hm)
 				vmi := &kubevirtv1.VirtualMachineInstance{}
@@ -320,7 +323,7 @@ var _ = Describe("Harvester host maintenance", func() {
 				}
 				g.Expect(hm.Status.VirtualMachine.Host).To(Equal(hostB), "%s live-migrated off the upgraded host", name)
 			}
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 
 		By("every machine is the one it was: same VM and providerID, none replaced")
 		sameMachines(Default, before, machines(Default))
@@ -338,7 +341,7 @@ var _ = Describe("Harvester host maintenance", func() {
 		machines := func(g Gomega) map[string]infrav1.HarvesterMachine { return machinesByName(g, tc) }
 		lbName := ""
 		var before map[string]infrav1.HarvesterMachine
-		Eventually(func(g Gomega) {
+		waitProgressing("five provisioned machines behind three reachable backends", tc.state, func(g Gomega) {
 			before = machines(g)
 			g.Expect(before).To(HaveLen(5))
 			for _, hm := range before {
@@ -346,14 +349,12 @@ var _ = Describe("Harvester host maintenance", func() {
 			}
 			lbName = tc.guest().LoadBalancerName()
 			g.Expect(reachableBackends(g, tc, lbName)).To(Equal(3))
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		})
 
 		By("upgrading the three hosts one after the other while probing the control plane's load balancer")
 		probe := startProbe(tc, lbName)
 		for _, host := range []string{"harvester-1", "harvester-2", "harvester-3"} {
-			upgradeCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-			Expect(testBed.Harvester.UpgradeHost(upgradeCtx, host)).To(Succeed(), "host %s", host)
-			cancel()
+			upgradeHost(host)
 		}
 		minReachable, minRunning, samples := probe()
 		GinkgoWriter.Printf("upgrade: %d probes; fewest reachable load-balancer backends %d, fewest running control-plane VMs %d\n", samples, minReachable, minRunning)
@@ -383,6 +384,41 @@ var _ = Describe("Harvester host maintenance", func() {
 		leakFree(tc.Target)
 	})
 })
+
+// upgradeHost upgrades a Harvester host as Harvester's upgrade does (the simulator's UpgradeHost:
+// the VMs that cannot leave stopped, the others moved, the host restarted), as long as its VMs
+// keep leaving it.
+func upgradeHost(host string) {
+	GinkgoHelper()
+	upgradeCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- testBed.Harvester.UpgradeHost(upgradeCtx, host) }()
+	var err error
+	waitProgressing("host "+host+" upgraded", func() string { return describeVMIsOn(host) }, func(g Gomega) {
+		g.Expect(done).To(Receive(&err))
+	})
+	Expect(err).NotTo(HaveOccurred(), "host %s emptied: nothing stalled the upgrade", host)
+}
+
+// describeVMIsOn says which VMIs run on a Harvester host, in what phase, and where they migrate.
+func describeVMIsOn(host string) string {
+	vmis := &kubevirtv1.VirtualMachineInstanceList{}
+	if err := harvesterClient().List(ctx, vmis); err != nil {
+		return err.Error()
+	}
+	out := "VMIs on " + host + ":"
+	for _, vmi := range vmis.Items {
+		if vmi.Status.NodeName != host {
+			continue
+		}
+		out += fmt.Sprintf(" %s/%s %s", vmi.Namespace, vmi.Name, vmi.Status.Phase)
+		if m := vmi.Status.MigrationState; m != nil {
+			out += fmt.Sprintf(" (migrating to %s, completed %v)", m.TargetNode, m.Completed)
+		}
+	}
+	return out
+}
 
 // reachableBackends counts the endpoints of the guest's control-plane load balancer that are
 // ready (Harvester's prober found them healthy) and whose VM runs: the addresses the guest's API
