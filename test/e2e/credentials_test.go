@@ -83,7 +83,8 @@ var _ = Describe("guest credentials", func() {
 
 		By("using the minted credential against Harvester's real RBAC")
 		c := guestClient(kubeconfig, token)
-		Expect(c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(tc.Target))).To(Succeed())
+		// The apiserver's RBAC follows the bindings through a watch.
+		Eventually(func() error { return c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(tc.Target)) }).Should(Succeed())
 		Expect(c.List(ctx, &kubevirtv1.VirtualMachineInstanceList{}, client.InNamespace(tc.Target))).To(Succeed())
 		lb := &lbv1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: "guest-svc",
 			Annotations: map[string]string{harvestersim.AnnotationLBCluster: tc.guest().ID()}},
@@ -107,8 +108,8 @@ var _ = Describe("guest credentials", func() {
 
 		deleteCluster(tc)
 		leakFree(tc.Target)
-		Expect(apierrors.IsUnauthorized(c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(tc.Target))) ||
-			apierrors.IsForbidden(c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(tc.Target)))).To(BeTrue(),
-			"the ServiceAccount and its bindings are gone")
+		Eventually(func() error { return c.List(ctx, &kubevirtv1.VirtualMachineList{}, client.InNamespace(tc.Target)) }).
+			Should(Satisfy(func(err error) bool { return apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) }),
+				"the ServiceAccount and its bindings are gone")
 	})
 })

@@ -23,28 +23,12 @@ import (
 func (tc *testCluster) provisionedMachines(n int) []infrav1.HarvesterMachine {
 	GinkgoHelper()
 	hms := &infrav1.HarvesterMachineList{}
-	Eventually(func(g Gomega) {
+	waitProgressing(fmt.Sprintf("%d provisioned HarvesterMachines", n), tc.state, func(g Gomega) {
 		g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: tc.Name})).To(Succeed())
 		g.Expect(len(hms.Items)).To(Equal(n), "HarvesterMachines")
 		for _, hm := range hms.Items {
 			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%s: %v", hm.Name, hm.Status.Conditions)
 		}
-	}).WithTimeout(time.Minute+time.Duration(n)*3*time.Second).Should(Succeed(), func() string {
-		out := ""
-		for _, hm := range hms.Items {
-			owner := "no owner"
-			if len(hm.OwnerReferences) > 0 {
-				owner = hm.OwnerReferences[0].Kind + " " + hm.OwnerReferences[0].Name
-			}
-			c := conditions.Get(&hm, infrav1.VirtualMachineReadyCondition)
-			reason := ""
-			if c != nil {
-				reason = c.Reason
-			}
-			out += fmt.Sprintf("%s: %s, deleting %v, provisioned %v, %s\n", hm.Name, owner, hm.DeletionTimestamp != nil,
-				ptr.Deref(hm.Status.Initialization.Provisioned, false), reason)
-		}
-		return out
 	})
 	return hms.Items
 }
@@ -75,7 +59,7 @@ var _ = Describe("Deletion in any order", func() {
 			}()
 		}
 		wg.Wait()
-		Eventually(func(g Gomega) {
+		waitProgressing("every object of the manifest deleted", tc.state, func(g Gomega) {
 			for _, obj := range objs {
 				err := mgmt().Get(ctx, client.ObjectKeyFromObject(obj), obj)
 				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s is still there", obj, obj.GetName())
@@ -83,7 +67,7 @@ var _ = Describe("Deletion in any order", func() {
 			hms := &infrav1.HarvesterMachineList{}
 			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
 			g.Expect(hms.Items).To(BeEmpty())
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		})
 		leakFree(tc.Target)
 		recordChaos(chaosRow{scenario: "whole manifest deleted at once", runs: 1, machines: machines, duplicates: dups,
 			recovery: time.Since(deleted), recoveryMeasuredFrom: "delete -> nothing left on Harvester"})
@@ -135,16 +119,14 @@ var _ = Describe("Deletion while Harvester is unreachable", func() {
 			c := conditions.Get(&hms.Items[0], infrav1.VirtualMachineReadyCondition)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Reason).To(Equal(infrav1.HarvesterUnreachableReason))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		}).Should(Succeed())
 		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed(), "nothing is dropped while Harvester is away")
 
 		By("finishing once Harvester answers again")
 		Expect(testBed.Harvester.StartAPI(ctx)).To(Succeed())
 		restarted = true
 		back := time.Now()
-		Eventually(func() bool {
-			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))
-		}).WithTimeout(2 * time.Minute).Should(BeTrue())
+		clusterGone(mgmt(), tc.Namespace, tc.Name)
 		leakFree(tc.Target)
 		recordChaos(chaosRow{scenario: "Harvester unreachable during deletion", runs: 1, machines: 1,
 			recovery: time.Since(back), recoveryMeasuredFrom: "Harvester back -> nothing left"})
@@ -167,20 +149,20 @@ var _ = Describe("A provisioned machine's VM deleted outside the provider", func
 			},
 		})).To(Succeed())
 		var old infrav1.HarvesterMachine
-		Eventually(func(g Gomega) {
+		waitProgressing("the worker provisioned", tc.state, func(g Gomega) {
 			hms := &infrav1.HarvesterMachineList{}
 			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.MatchingLabels{"pool": "workers"})).To(Succeed())
 			g.Expect(hms.Items).To(HaveLen(1))
 			g.Expect(hms.Items[0].Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
 			old = hms.Items[0]
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 
 		By("deleting its VM on Harvester behind the provider's back")
 		vmKey := client.ObjectKey{Namespace: tc.Target, Name: old.Status.VirtualMachine.Name}
 		Expect(harvesterClient().Delete(ctx, &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: vmKey.Namespace, Name: vmKey.Name}})).To(Succeed())
 
 		By("reporting it as terminal, and getting a new machine from the MachineHealthCheck")
-		Eventually(func(g Gomega) {
+		waitProgressing("a new worker provisioned in place of the one whose VM was deleted", tc.state, func(g Gomega) {
 			hms := &infrav1.HarvesterMachineList{}
 			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.MatchingLabels{"pool": "workers"})).To(Succeed())
 			var replaced bool
@@ -190,11 +172,13 @@ var _ = Describe("A provisioned machine's VM deleted outside the provider", func
 				}
 			}
 			g.Expect(replaced).To(BeTrue())
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
-		events := &corev1.EventList{}
-		Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
-		Expect(events.Items).To(ContainElement(And(HaveField("Reason", "VirtualMachineDeleted"), HaveField("Type", corev1.EventTypeWarning),
-			HaveField("InvolvedObject.Name", old.Name))))
+		})
+		Eventually(func(g Gomega) {
+			events := &corev1.EventList{}
+			g.Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", "VirtualMachineDeleted"), HaveField("Type", corev1.EventTypeWarning),
+				HaveField("InvolvedObject.Name", old.Name))))
+		}).Should(Succeed())
 		Expect(apierrors.IsNotFound(harvesterClient().Get(ctx, vmKey, &kubevirtv1.VirtualMachine{}))).To(BeTrue(), "no VM under the old name")
 
 		deleteCluster(tc)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"slices"
-	"time"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	. "github.com/onsi/ginkgo/v2"
@@ -128,7 +127,7 @@ var _ = Describe("Two management clusters sharing a Harvester namespace", func()
 			var ok bool
 			b, ok = naming.GuestOf(hc, name)
 			g.Expect(ok).To(BeTrue())
-		}).WithTimeout(time.Minute).Should(Succeed())
+		}).Should(Succeed())
 		Expect(hc.Annotations[infrav1.OwnerMarkAnnotation]).NotTo(Equal(a.HarvesterCluster.Annotations[infrav1.OwnerMarkAnnotation]))
 		Expect(b.ID()).NotTo(Equal(a.guest().ID()))
 		Expect(hc.Status.LoadBalancer.Name).To(Equal(b.LoadBalancerName()))
@@ -139,7 +138,8 @@ var _ = Describe("Two management clusters sharing a Harvester namespace", func()
 		Expect(sa.Annotations).To(HaveKeyWithValue(harvester.AnnotationGuestCluster, b.ID()))
 
 		By("a machine name the first cluster holds is NameTaken; the other machine gets its VM, behind the second's load balancer only")
-		Eventually(func(g Gomega) {
+		state := clusterState(to, namespace, name)
+		waitProgressing("prod-cp-0 NameTaken, prod-cp-1 provisioned behind the second load balancer", state, func(g Gomega) {
 			taken := &infrav1.HarvesterMachine{}
 			g.Expect(to.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "prod-cp-0"}, taken)).To(Succeed())
 			c := conditions.Get(taken, infrav1.VirtualMachineReadyCondition)
@@ -154,7 +154,7 @@ var _ = Describe("Two management clusters sharing a Harvester namespace", func()
 			g.Expect(bLB.Status.BackendServers).NotTo(ContainElements(aBackends))
 			g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(&aLB), &aLB)).To(Succeed())
 			g.Expect(aLB.Status.BackendServers).To(Equal(aBackends), "the first load balancer does not select the second cluster's VM")
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 		vm := &kubevirtv1.VirtualMachine{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: "prod-cp-1"}, vm)).To(Succeed())
 		Expect(vm.Labels).To(HaveKeyWithValue(naming.LabelCluster, b.ID()))
@@ -165,23 +165,24 @@ var _ = Describe("Two management clusters sharing a Harvester namespace", func()
 		By("the sharded manager writes its guest's ClusterResourceSet again at once when it is deleted by hand")
 		crs := &addonsv1.ClusterResourceSet{}
 		crsKey := client.ObjectKey{Namespace: namespace, Name: controllers.AddonsResourceSetName(name)}
-		Expect(to.Get(ctx, crsKey, crs)).To(Succeed())
+		// Written after the guest's credentials, by the same reconciles.
+		Eventually(func() error { return to.Get(ctx, crsKey, crs) }).Should(Succeed())
 		Expect(crs.Labels).NotTo(HaveKey(clusterv1.WatchLabel), "a kind the filter label is not on")
 		Expect(to.Delete(ctx, crs)).To(Succeed())
 		Eventually(func(g Gomega) {
 			again := &addonsv1.ClusterResourceSet{}
 			g.Expect(to.Get(ctx, crsKey, again)).To(Succeed())
 			g.Expect(again.UID).NotTo(Equal(crs.UID))
-		}).WithTimeout(30*time.Second).Should(Succeed(), "not left to the 10-minute resync")
+		}).Should(Succeed(), "not left to the 10-minute resync")
 
 		By("deleting the second cluster leaves the first exactly as it was")
 		Expect(to.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})).To(Succeed())
-		Eventually(func(g Gomega) {
+		waitProgressing("the second cluster deleted, Harvester as it was before it", state, func(g Gomega) {
 			list := &infrav1.HarvesterClusterList{}
 			g.Expect(to.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
 			g.Expect(list.Items).To(BeEmpty())
 			g.Expect(harvesterObjects(g, target)).To(Equal(before))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(a.HarvesterCluster), a.HarvesterCluster)).To(Succeed())
 		Expect(conditions.IsTrue(a.HarvesterCluster, clusterv1.ReadyCondition)).To(BeTrue(), "%v", a.HarvesterCluster.Status.Conditions)
 		hm := &infrav1.HarvesterMachine{}
