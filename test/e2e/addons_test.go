@@ -28,9 +28,9 @@ var _ = Describe("addons", func() {
 
 		By("delivering the cloud-config and the cloud controller manager")
 		secret := &corev1.Secret{}
-		Eventually(func(g Gomega) {
+		waitProgressing("the control plane initialised and the cloud-config delivered", tc.state, func(g Gomega) {
 			g.Expect(guest.Get(ctx, client.ObjectKey{Namespace: harvester.GuestCloudConfigNamespace, Name: harvester.GuestCloudConfigSecret}, secret)).To(Succeed())
-		}, time.Minute).Should(Succeed())
+		})
 		var token string
 		Eventually(func(g Gomega) {
 			_, token, _ = guestCredential(g, tc)
@@ -71,7 +71,7 @@ var _ = Describe("addons", func() {
 			g.Expect(renewed).NotTo(Equal(token))
 			g.Expect(guest.Get(ctx, client.ObjectKeyFromObject(secret), secret)).To(Succeed())
 			g.Expect(string(secret.Data[harvester.GuestTokenKey])).To(Equal(renewed))
-		}, time.Minute).Should(Succeed())
+		}).Should(Succeed())
 
 		By("saying so when the Cluster lacks the addons label")
 		Eventually(func(g Gomega) {

@@ -318,7 +318,7 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 
 		By("failing while Harvester has no pool for the guest's Services")
 		late := create(lbService("late", nil, tcp(80)))
-		Eventually(events(late), time.Minute).Should(event("SyncLoadBalancerFailed", "no matched IPPool"))
+		Eventually(events(late)).Should(event("SyncLoadBalancerFailed", "no matched IPPool"))
 		name := balancer.GetLoadBalancerName(ctx, clusterName, late)
 
 		By("writing the address to the Service as soon as Harvester allocates it, not at the next retry")

@@ -52,10 +52,10 @@ var _ = Describe("cloud provider InstancesV2", func() {
 		tc := newTestCluster("ccm", "ccm")
 		tc.controlPlaneMachine("ccm-cp-0")
 		hm := &infrav1.HarvesterMachine{}
-		Eventually(func(g Gomega) {
+		waitProgressing("ccm-cp-0 provisioned", tc.state, func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: "ccm-cp-0"}, hm)).To(Succeed())
 			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
-		}).Should(Succeed())
+		})
 		vmi := &kubevirtv1.VirtualMachineInstance{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: hm.Name}, vmi)).To(Succeed())
 		host := &corev1.Node{}
@@ -120,10 +120,10 @@ var _ = Describe("cloud provider topology sync", func() {
 		tc := newTestCluster("topo", "topo")
 		tc.controlPlaneMachine("topo-cp-0")
 		hm := &infrav1.HarvesterMachine{}
-		Eventually(func(g Gomega) {
+		waitProgressing("topo-cp-0 provisioned", tc.state, func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: "topo-cp-0"}, hm)).To(Succeed())
 			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
-		}).Should(Succeed())
+		})
 
 		cloud := guestCloud(tc, harvestercloud.Options{ClusterName: tc.guest().ID()})
 		guest, err := kubernetes.NewForConfig(tc.Guest.Env.Config)
@@ -143,11 +143,11 @@ var _ = Describe("cloud provider topology sync", func() {
 			return node.Labels
 		}
 		// The node agent registered the Node; the sync labels it with its host's zone.
-		Eventually(func(g Gomega) {
+		waitProgressing("topo-cp-0's Node labelled with its host's zone", tc.state, func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(hm), hm)).To(Succeed())
 			g.Expect(nodeLabels(g)).To(HaveKeyWithValue(build.LabelZone, zoneOf(g, hm.Status.VirtualMachine.Host)))
 			g.Expect(nodeLabels(g)).To(HaveKeyWithValue(build.LabelRegion, "region-1"))
-		}).Should(Succeed())
+		})
 
 		By("migrating to a host of the other zone")
 		source := hm.Status.VirtualMachine.Host

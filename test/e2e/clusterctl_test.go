@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -137,14 +135,15 @@ var _ = Describe("clusterctl with a release built here", func() {
 		Expect(m.Env.Client.Get(ctx, client.ObjectKey{Name: "harvester"}, &infrav1.HarvesterClusterIdentity{})).To(Succeed())
 
 		By("the cluster's machines get Nodes, and the kubeconfig clusterctl wrote reaches the guest")
-		Eventually(func(g Gomega) {
+		state := clusterState(m.Env.Client, namespace, name)
+		waitProgressing("every Machine with its Node", state, func(g Gomega) {
 			machines := &clusterv1.MachineList{}
 			g.Expect(m.Env.Client.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
 			g.Expect(machines.Items).To(HaveLen(3))
 			for _, machine := range machines.Items {
 				g.Expect(machine.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", machine.Name)
 			}
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		})
 		guestConfig, err := clientcmd.BuildConfigFromFlags("", filepath.Join(user, "mycluster.kubeconfig"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(guestConfig.Host).To(HavePrefix("https://127.77.0.5"))
@@ -184,11 +183,11 @@ var _ = Describe("clusterctl with a release built here", func() {
 		Expect(m.StartInstalledProvider(ctx, provider)).To(Succeed())
 		By("the upgraded provider scales the workers (docs/operations.md) and re-creates nothing")
 		runDocumented(documentedBlock("operations.md", "scale-workers"), user, append(env, "NAMESPACE="+namespace, "CLUSTER="+name)...)
-		Eventually(func(g Gomega) {
+		waitProgressing("the fourth Node", state, func(g Gomega) {
 			nodes := &corev1.NodeList{}
 			g.Expect(guestClient.List(ctx, nodes)).To(Succeed())
 			g.Expect(nodes.Items).To(HaveLen(4))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 		after := vms()
 		for vm, uid := range before {
 			Expect(after).To(HaveKeyWithValue(vm, uid), "VM %s was re-created or rewritten after the upgrade", vm)
@@ -196,9 +195,7 @@ var _ = Describe("clusterctl with a release built here", func() {
 
 		By("docs/getting-started.md: deleting the cluster leaves nothing on Harvester")
 		runDocumented(documentedBlock("getting-started.md", "delete"), user, env...)
-		Eventually(func() bool {
-			return apierrors.IsNotFound(m.Env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &clusterv1.Cluster{}))
-		}).WithTimeout(2 * time.Minute).Should(BeTrue())
+		clusterGone(m.Env.Client, namespace, name)
 		leakFree(target)
 	})
 })

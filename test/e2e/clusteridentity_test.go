@@ -3,7 +3,6 @@ package e2e
 import (
 	"os"
 	"path/filepath"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -65,8 +64,7 @@ var _ = Describe("A HarvesterClusterIdentity", func() {
 				hc.Annotations = map[string]string{infrav1.SkipHarvesterCleanupAnnotation: "true"}
 				Expect(client.IgnoreNotFound(mgmt().Patch(ctx, hc, patch))).To(Succeed())
 				Expect(client.IgnoreNotFound(mgmt().Delete(ctx, cluster))).To(Succeed())
-				Eventually(func() bool { return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)) }).
-					WithTimeout(time.Minute).Should(BeTrue())
+				Eventually(func() bool { return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(hc), hc)) }).Should(BeTrue())
 			})
 			return hc
 		}
@@ -76,7 +74,7 @@ var _ = Describe("A HarvesterClusterIdentity", func() {
 
 		By("connecting a cluster of an allowed namespace to an allowed target")
 		allowed := using("idt-a", "allowed", "h-idt-a")
-		Eventually(available(allowed)).WithTimeout(time.Minute).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(available(allowed)).Should(HaveField("Status", metav1.ConditionTrue))
 		By("making the identity the owner of its Secret, so that clusterctl move carries it")
 		Eventually(func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(secret), secret)).To(Succeed())
@@ -109,7 +107,7 @@ var _ = Describe("A HarvesterClusterIdentity", func() {
 		patch = client.MergeFrom(identity.DeepCopy())
 		identity.Spec.AllowedNamespaces.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "a"}}
 		Expect(mgmt().Patch(ctx, identity, patch)).To(Succeed())
-		Eventually(available(allowed)).WithTimeout(time.Minute).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(available(allowed)).Should(HaveField("Status", metav1.ConditionTrue))
 	})
 
 	It("is lent to a tenant as docs/harvester-identity.md says", func() {

@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,9 +56,7 @@ var _ = Describe("Deletion of a cluster with guest load balancers", func() {
 			g.Expect(harvesterClient().Patch(ctx, lb, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))).To(Succeed())
 		}).Should(Succeed())
 		start := time.Now()
-		Eventually(func() bool {
-			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))
-		}).Should(BeTrue())
+		clusterGone(mgmt(), tc.Namespace, tc.Name)
 		GinkgoWriter.Printf("cluster gone %s after its guest's load balancer\n", time.Since(start).Round(time.Millisecond))
 		leakFree(tc.Target)
 	})

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -102,7 +100,7 @@ var _ = Describe("in-place updates", func() {
 				hooks = append(hooks, hook)
 			}
 			g.Expect(hooks).To(ConsistOf("CanUpdateMachine", "CanUpdateMachineSet", "UpdateMachine"))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		}).Should(Succeed())
 
 		By("a kubeadm cluster of 3 control-plane machines (KCP with maxSurge 0, which in-place needs, and the template's stacked etcd) and a worker (maxSurge 0, maxUnavailable 1), all made with maxCPU 4 and maxMemory 8Gi")
 		target := "h-" + namespace
@@ -173,7 +171,8 @@ var _ = Describe("in-place updates", func() {
 			return all
 		}
 		var before map[string]clusterv1.Machine
-		Eventually(func(g Gomega) { before = ready(g, 4) }).WithTimeout(4*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
+		state := clusterState(c, namespace, name)
+		waitProgressing("four machines up to date with their Nodes", state, func(g Gomega) { before = ready(g, 4) })
 
 		// seen records every Machine name while a change goes on: an in-place update makes none.
 		seen := map[string]bool{}
@@ -208,7 +207,7 @@ var _ = Describe("in-place updates", func() {
 		})
 		start := time.Now()
 		pointWorkersAt(name + "-md-0-bigger")
-		Eventually(func(g Gomega) {
+		waitProgressing("the worker grown in place", state, func(g Gomega) {
 			watchNames(g)
 			after := ready(g, 4)
 			for n, m := range before {
@@ -228,7 +227,7 @@ var _ = Describe("in-place updates", func() {
 				g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: build.ClaimName(hm, hm.Spec.DiskName(0))}, pvc)).To(Succeed())
 				g.Expect(pvc.Status.Capacity.Storage().Equal(rootDisk)).To(BeTrue(), "machine %s's root volume has %s", n, pvc.Status.Capacity.Storage())
 			}
-		}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
+		})
 		GinkgoWriter.Printf("in place: the worker grown (CPUs, memory, root disk) in %s\n", time.Since(start).Round(time.Second))
 		Expect(slices.Sorted(maps.Keys(seen))).To(Equal(slices.Sorted(maps.Keys(before))), "no Machine was made")
 
@@ -256,7 +255,7 @@ var _ = Describe("in-place updates", func() {
 		Expect(unstructured.SetNestedField(kcp.Object, cpTemplate+"-bigger", "spec", "machineTemplate", "spec", "infrastructureRef", "name")).To(Succeed())
 		Expect(c.Patch(ctx, kcp, client.MergeFrom(base))).To(Succeed())
 		start = time.Now()
-		Eventually(func(g Gomega) {
+		waitProgressing("the control plane grown in place in zone-a and replaced in zone-b", state, func(g Gomega) {
 			watchNames(g)
 			after := ready(g, 4)
 			controlPlane := 0
@@ -282,7 +281,7 @@ var _ = Describe("in-place updates", func() {
 					g.Expect(after[n].Status.NodeRef.Name).To(Equal(m.Status.NodeRef.Name), "machine %s", n)
 				}
 			}
-		}).WithTimeout(4*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
+		})
 		GinkgoWriter.Printf("control plane: %d machines grown in place, %d replaced, in %s\n", inPlace, replaced, time.Since(start).Round(time.Second))
 		Expect(len(seen)).To(Equal(len(before)+replaced), "a new Machine for each replaced one, none for the others")
 
@@ -292,7 +291,7 @@ var _ = Describe("in-place updates", func() {
 		start = time.Now()
 		runDocumentedOnManagementOf(m, "operations.md", "upgrade-kubeadm",
 			"NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+version, "IMAGE="+image)
-		Eventually(func(g Gomega) {
+		waitProgressing("every machine replaced at "+version, state, func(g Gomega) {
 			after := ready(g, 4)
 			for n, m := range after {
 				g.Expect(before).NotTo(HaveKey(n), "machine %s was kept", n)
@@ -305,7 +304,7 @@ var _ = Describe("in-place updates", func() {
 				g.Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: target, Name: hm.Name}, vm)).To(Succeed())
 				g.Expect(vm.Annotations).To(HaveKeyWithValue(harvestersim.AnnotationVolumeClaimTemplates, ContainSubstring(`"`+harvestersim.AnnotationImageID+`":"`+image+`"`)), "machine %s's VM", n)
 			}
-		}).WithTimeout(2*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
+		})
 		GinkgoWriter.Printf("Kubernetes upgrade: 3 control-plane machines and the worker replaced in %s\n", time.Since(start).Round(time.Second))
 		// KCP checked the stacked etcd through the guest's port-forward before each change, and
 		// removed each replaced machine's member: it finds one healthy member per machine.
@@ -323,7 +322,7 @@ var _ = Describe("in-place updates", func() {
 				}
 			}
 			g.Expect(cps).To(Equal(3))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		}).Should(Succeed())
 
 		By("a failed control-plane machine: the template's MachineHealthCheck (timeouts shortened) marks it, KCP removes its etcd member and replaces it")
 		mhc := &clusterv1.MachineHealthCheck{}
@@ -347,7 +346,7 @@ var _ = Describe("in-place updates", func() {
 		vm.Spec.RunStrategy, vm.Spec.Running = ptr.To(kubevirtv1.RunStrategyHalted), nil
 		Expect(harvesterClient().Patch(ctx, vm, client.MergeFrom(vmBase))).To(Succeed())
 		start = time.Now()
-		Eventually(func(g Gomega) {
+		waitProgressing("the failed control-plane machine replaced", state, func(g Gomega) {
 			after := ready(g, 4)
 			g.Expect(after).NotTo(HaveKey(failed.Name), "the failed machine is replaced")
 			kcp := &controlplanev1.KubeadmControlPlane{}
@@ -355,16 +354,14 @@ var _ = Describe("in-place updates", func() {
 			// Healthy means one member per machine: the failed machine's member was removed.
 			g.Expect(conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition)).To(BeTrue(),
 				"%v", conditions.Get(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition))
-		}).WithTimeout(3*time.Minute).Should(Succeed(), func() string { return describeMachinesIn(c, namespace, name) })
+		})
 		GinkgoWriter.Printf("control-plane remediation: replaced in %s\n", time.Since(start).Round(time.Second))
 
 		By("deleting the Cluster removes everything on Harvester")
 		cluster := &clusterv1.Cluster{}
 		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
 		Expect(c.Delete(ctx, cluster)).To(Succeed())
-		Eventually(func() bool {
-			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster))
-		}).WithTimeout(3*time.Minute).Should(BeTrue(), fmt.Sprintf("cluster %s/%s deleted", namespace, name))
+		clusterGone(c, namespace, name)
 		leakFree(target)
 	})
 })

@@ -3,7 +3,6 @@ package e2e
 import (
 	"net/netip"
 	"strings"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -48,10 +47,10 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 		// A control plane, so that CAPI reaches the guest, matches Machines to Nodes and a
 		// rollout can count its new machines as available.
 		tc.controlPlaneMachine("ipam-cp-0")
-		Eventually(func(g Gomega) {
+		waitProgressing("the control plane initialised", tc.state, func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
 			g.Expect(conditions.IsTrue(tc.Cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 		// Four addresses for three replicas, so that a fifth machine finds the pool exhausted.
 		pool := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2",
@@ -78,7 +77,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 		agentless := *spec.DeepCopy()
 		agentless.GuestAgent = infrav1.GuestAgentNone
 		early, earlyMachine := tc.workerMachine("ipam-early", agentless)
-		Eventually(func(g Gomega) {
+		waitProgressing("the agentless machine provisioned from its claimed address", tc.state, func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(early), early)).To(Succeed())
 			g.Expect(early.Status.IPAddresses).To(HaveLen(1))
 			ip := strings.TrimSuffix(early.Status.IPAddresses[0].Address, "/24")
@@ -90,12 +89,12 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			g.Expect(vmi.Status.Interfaces).NotTo(ContainElement(HaveField("IP", Not(BeEmpty()))), "the guest reported nothing")
 			g.Expect(early.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%v", early.Status.Conditions)
 			g.Expect(conditions.IsTrue(early, infrav1.VirtualMachineReadyCondition)).To(BeTrue(), "%v", early.Status.Conditions)
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 		userData := &corev1.Secret{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: naming.CloudInitSecretName(early.Name)}, userData)).To(Succeed())
 		Expect(string(userData.Data["userdata"])).NotTo(ContainSubstring("qemu-guest-agent"), "guestAgent: None installs and starts nothing")
 		Expect(mgmt().Delete(ctx, earlyMachine)).To(Succeed())
-		Eventually(func(g Gomega) {
+		waitProgressing("the agentless machine deleted and its address released", tc.state, func(g Gomega) {
 			err := mgmt().Get(ctx, client.ObjectKeyFromObject(early), early)
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the HarvesterMachine is gone")
 			claims := &ipamv1.IPAddressClaimList{}
@@ -104,7 +103,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			addrs := &ipamv1.IPAddressList{}
 			g.Expect(mgmt().List(ctx, addrs, client.InNamespace(tc.Namespace))).To(Succeed())
 			g.Expect(addrs.Items).To(BeEmpty(), "and so is its address")
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 
 		md := tc.machineDeployment("workers", "ipam-v1", 3, spec)
 
@@ -149,7 +148,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 
 		By("waiting for three machines, each with its own pool address")
 		var first map[string]string
-		Eventually(func(g Gomega) { first = provisionedAddresses(g, 3, 2) }).WithTimeout(2 * time.Minute).Should(Succeed())
+		waitProgressing("three machines provisioned with pool addresses", tc.state, func(g Gomega) { first = provisionedAddresses(g, 3, 2) })
 
 		By("checking claims, VMs, network-data and what the guests configured")
 		hms := &infrav1.HarvesterMachineList{}
@@ -218,7 +217,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			}).Should(Succeed())
 		}
 		scale(5)
-		Eventually(func(g Gomega) {
+		waitProgressing("a fourth machine provisioned and a fifth finding the pool exhausted", tc.state, func(g Gomega) {
 			provisionedAddresses(g, 4, 2)
 			var exhausted []infrav1.HarvesterMachine
 			for _, hm := range machines(g) {
@@ -236,15 +235,15 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			g.Expect(hm.Status.IPAddresses).To(BeEmpty())
 			err := harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: hm.Name}, &kubevirtv1.VirtualMachine{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no VM without its address")
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		})
 
 		By("scaling back to three")
 		scale(3)
 		var before map[string]string
-		Eventually(func(g Gomega) {
+		waitProgressing("the scale-down to three", tc.state, func(g Gomega) {
 			before = provisionedAddresses(g, 3, 2)
 			g.Expect(machines(g)).To(HaveLen(3))
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		})
 		for name, ip := range first {
 			if a, ok := before[name]; ok {
 				Expect(a).To(Equal(ip), "a machine keeps its address")
@@ -265,10 +264,10 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			g.Expect(mgmt().Update(ctx, md)).To(Succeed())
 		}).Should(Succeed())
 		var after map[string]string
-		Eventually(func(g Gomega) {
+		waitProgressing("the rollout to the new template", tc.state, func(g Gomega) {
 			after = provisionedAddresses(g, 3, 4)
 			g.Expect(machines(g)).To(HaveLen(3), "the old machines are gone")
-		}).WithTimeout(3 * time.Minute).Should(Succeed())
+		})
 		released := map[string]bool{}
 		for _, ip := range before {
 			released[ip] = true
@@ -306,7 +305,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
 			free, _, _ := unstructured.NestedInt64(pool.Object, "status", "ipAddresses", "free")
 			g.Expect(free).To(Equal(int64(4)))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		}).Should(Succeed())
 		leakFree(tc.Target)
 	})
 
@@ -347,7 +346,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			c = condition(g, taken)
 			g.Expect(c.Reason).To(Equal(infrav1.IPAddressClaimFailedReason))
 			g.Expect(c.Message).To(ContainSubstring("IPAddressClaim claim-taken-nic-0-0 exists and is not this machine's"))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		}).Should(Succeed())
 		Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(foreign), foreign)).To(Succeed())
 		Expect(metav1.GetControllerOf(foreign)).To(BeNil(), "the foreign claim is left as it was")
 
@@ -367,12 +366,12 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			"metadata":   map[string]any{"namespace": tc.Namespace, "name": "late"},
 			"spec":       map[string]any{"addresses": []any{"10.20.0.10-10.20.0.19"}, "prefix": int64(24), "gateway": "10.20.0.1"},
 		}})).To(Succeed())
-		Eventually(func(g Gomega) {
+		waitProgressing("the machine provisioned from the new pool", tc.state, func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(missing), missing)).To(Succeed())
 			g.Expect(conditions.IsTrue(missing, infrav1.IPAddressesReadyCondition)).To(BeTrue())
 			g.Expect(missing.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
 			g.Expect(missing.Status.Addresses).To(ContainElement(clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: "10.20.0.10"}))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 
 		By("a NIC with an IPv4 pool and a cluster-scoped IPv6 pool gets one address of each")
 		global := &unstructured.Unstructured{Object: map[string]any{
@@ -387,14 +386,14 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 		dualSpec.Networks[0].AddressesFromPools = append(dualSpec.Networks[0].AddressesFromPools,
 			infrav1.IPPoolReference{APIGroup: infrav1.IPAMAPIGroup, Kind: "GlobalInClusterIPPool", Name: "ipam-refs-v6"})
 		dual, _ := tc.workerMachine("dual-stack", dualSpec)
-		Eventually(func(g Gomega) {
+		waitProgressing("the dual-stack machine provisioned", tc.state, func(g Gomega) {
 			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(dual), dual)).To(Succeed())
 			g.Expect(dual.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
 			g.Expect(dual.Status.IPAddresses).To(HaveLen(2))
 			g.Expect(dual.Status.IPAddresses[0].Address).To(Equal("10.20.0.11/24"))
 			g.Expect(dual.Status.IPAddresses[1].Address).To(Equal("fd00:20::10/64"))
 			g.Expect(dual.Status.IPAddresses[1].Pool).To(Equal("GlobalInClusterIPPool/ipam-refs-v6"))
-		}).WithTimeout(time.Minute).Should(Succeed())
+		})
 		secret := &corev1.Secret{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: naming.CloudInitSecretName(dual.Name)}, secret)).To(Succeed())
 		var nd struct {
@@ -426,7 +425,7 @@ var _ = Describe("Static IPs through CAPI IPAM", Ordered, func() {
 			claims := &ipamv1.IPAddressClaimList{}
 			g.Expect(mgmt().List(ctx, claims, client.InNamespace(tc.Namespace))).To(Succeed())
 			g.Expect(claims.Items).To(BeEmpty())
-		}).WithTimeout(time.Minute).Should(Succeed())
+		}).Should(Succeed())
 		leakFree(tc.Target)
 	})
 })

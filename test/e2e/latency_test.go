@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +27,7 @@ var _ = Describe("A Harvester behind a slow proxy", func() {
 		tc.machineDeployment("workers", "workers", machines, machineSpec())
 
 		var unreachable atomic.Int32
-		Eventually(func(g Gomega) {
+		waitProgressing(fmt.Sprintf("%d provisioned machines", machines), tc.state, func(g Gomega) {
 			hms := &infrav1.HarvesterMachineList{}
 			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
 			hc := &infrav1.HarvesterCluster{}
@@ -46,7 +47,7 @@ var _ = Describe("A Harvester behind a slow proxy", func() {
 				}
 			}
 			g.Expect(provisioned).To(Equal(machines))
-		}).WithTimeout(3 * time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
+		})
 		took := time.Since(start)
 		Expect(unreachable.Load()).To(BeZero(), "a condition said HarvesterUnreachable while Harvester answered, slowly")
 		GinkgoWriter.Printf("%d machines provisioned through 200 ms a request in %s\n", machines, took.Round(100*time.Millisecond))

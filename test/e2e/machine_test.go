@@ -5,14 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -33,7 +31,7 @@ var _ = Describe("HarvesterMachine", func() {
 
 		By("waiting for three provisioned HarvesterMachines")
 		hms := &infrav1.HarvesterMachineList{}
-		Eventually(func(g Gomega) {
+		waitProgressing("three provisioned HarvesterMachines", tc.state, func(g Gomega) {
 			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
 			g.Expect(hms.Items).To(HaveLen(3))
 			for _, hm := range hms.Items {
@@ -41,7 +39,7 @@ var _ = Describe("HarvesterMachine", func() {
 				g.Expect(hm.Spec.ProviderID).To(HavePrefix("harvester://"))
 				g.Expect(conditions.IsTrue(&hm, clusterv1.ReadyCondition)).To(BeTrue())
 			}
-		}).Should(Succeed())
+		})
 
 		By("checking the VMs on Harvester")
 		for _, hm := range hms.Items {
@@ -86,7 +84,7 @@ var _ = Describe("HarvesterMachine", func() {
 		}
 
 		By("waiting for CAPI to match each Machine to its guest Node")
-		Eventually(func(g Gomega) {
+		waitProgressing("each Machine matched to its Node", tc.state, func(g Gomega) {
 			machines := &clusterv1.MachineList{}
 			g.Expect(mgmt().List(ctx, machines, client.InNamespace(tc.Namespace))).To(Succeed())
 			g.Expect(machines.Items).To(HaveLen(3))
@@ -94,7 +92,7 @@ var _ = Describe("HarvesterMachine", func() {
 				g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no nodeRef", m.Name)
 				g.Expect(m.Status.NodeRef.Name).To(Equal(m.Spec.InfrastructureRef.Name))
 			}
-		}).Should(Succeed())
+		})
 
 		By("scaling down to one machine")
 		Eventually(func(g Gomega) {
@@ -102,7 +100,7 @@ var _ = Describe("HarvesterMachine", func() {
 			md.Spec.Replicas = ptr.To[int32](1)
 			g.Expect(mgmt().Update(ctx, md)).To(Succeed())
 		}).Should(Succeed())
-		Eventually(func(g Gomega) {
+		waitProgressing("the scale-down's VMs and volumes deleted", tc.state, func(g Gomega) {
 			vms := &kubevirtv1.VirtualMachineList{}
 			g.Expect(harvesterClient().List(ctx, vms, client.InNamespace(tc.Target),
 				client.MatchingLabels{naming.LabelCluster: tc.guest().ID()})).To(Succeed())
@@ -111,13 +109,10 @@ var _ = Describe("HarvesterMachine", func() {
 			g.Expect(harvesterClient().List(ctx, pvcs, client.InNamespace(tc.Target),
 				client.MatchingLabels{naming.LabelCluster: tc.guest().ID()})).To(Succeed())
 			g.Expect(pvcs.Items).To(HaveLen(2), "the remaining machine's two volumes")
-		}).Should(Succeed())
+		})
 
 		By("deleting the cluster")
-		Expect(mgmt().Delete(ctx, tc.Cluster)).To(Succeed())
-		Eventually(func() bool {
-			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))
-		}).Should(BeTrue())
+		deleteCluster(tc)
 		leakFree(tc.Target)
 	})
 
@@ -126,7 +121,7 @@ var _ = Describe("HarvesterMachine", func() {
 		tc.machineDeployment("workers", "adopt-v1", 1, machineSpec())
 		var hm infrav1.HarvesterMachine
 		var uid string
-		Eventually(func(g Gomega) {
+		waitProgressing("the worker provisioned", tc.state, func(g Gomega) {
 			hms := &infrav1.HarvesterMachineList{}
 			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
 			g.Expect(hms.Items).To(HaveLen(1))
@@ -134,7 +129,7 @@ var _ = Describe("HarvesterMachine", func() {
 			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
 			uid = hm.Status.VirtualMachine.UID
 			g.Expect(uid).NotTo(BeEmpty())
-		}).Should(Succeed())
+		})
 
 		// A controller that restarts knows only what the APIs hold: forget the status, as if the
 		// patch that recorded it had been lost, and let it reconcile again.
@@ -171,12 +166,12 @@ var _ = Describe("HarvesterMachine", func() {
 			vmName := naming.VMName(name)
 			Expect(vmName).NotTo(Equal(name))
 			By("provisioning " + name + " as VM " + vmName)
-			Eventually(func(g Gomega) {
+			waitProgressing(name+" provisioned", tc.state, func(g Gomega) {
 				g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: name}, hm)).To(Succeed())
 				g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%v", hm.Status.Conditions)
 				g.Expect(hm.Status.VirtualMachine.Name).To(Equal(vmName))
 				g.Expect(hm.Status.Addresses).To(ContainElement(clusterv1.MachineAddress{Type: clusterv1.MachineHostName, Address: vmName}))
-			}).Should(Succeed())
+			})
 			vm := &kubevirtv1.VirtualMachine{}
 			Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: vmName}, vm)).To(Succeed())
 			Expect(vm.Annotations).To(HaveKeyWithValue(naming.AnnotationMachine, name))
@@ -184,11 +179,11 @@ var _ = Describe("HarvesterMachine", func() {
 			Expect(vm.Spec.Template.Spec.Hostname).To(Equal(vmName))
 
 			By("matching the Machine to the guest Node named after the VM")
-			Eventually(func(g Gomega) {
+			waitProgressing(name+" matched to its Node", tc.state, func(g Gomega) {
 				m := &clusterv1.Machine{}
 				g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: name}, m)).To(Succeed())
 				g.Expect(m.Status.NodeRef.Name).To(Equal(vmName))
-			}).Should(Succeed())
+			})
 		}
 
 		deleteCluster(tc)
@@ -236,7 +231,7 @@ var _ = Describe("HarvesterMachine", func() {
 		Eventually(func() error {
 			return testBed.Harvester.SetImageImported(ctx, "default", "ubuntu-2404-kube-v1-35-4", true)
 		}).Should(Succeed())
-		Eventually(uploaded).WithTimeout(time.Minute).Should(Receive(ContainSubstring("condition met")))
+		Eventually(uploaded).Should(Receive(ContainSubstring("condition met")))
 		listed = runDocumented(documentedBlock("guest-images.md", "list-images"), GinkgoT().TempDir(), "KUBECONFIG="+adminPath)
 		Expect(listed).To(MatchRegexp(`(?m)^default\s+ubuntu-2404-kube-v1-35-4\s+ubuntu-2404-kube-v1.35.4$`))
 		Expect(harvesterClient().Delete(ctx, &harvesterv1.VirtualMachineImage{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ubuntu-2404-kube-v1-35-4"}})).To(Succeed())
@@ -246,9 +241,9 @@ var _ = Describe("HarvesterMachine", func() {
 		Expect(testBed.Harvester.AddKeyPair(ctx, "default", "later")).To(Succeed())
 		Eventually(reason).Should(Equal(infrav1.NetworkNotFoundReason))
 		Expect(testBed.Harvester.AddNetwork(ctx, harvestersim.Network{Namespace: "default", Name: "vlan30", VLAN: 30, CIDRs: []string{"10.30.0.0/16"}})).To(Succeed())
-		Eventually(func(g Gomega) {
+		waitProgressing("the worker provisioned", tc.state, func(g Gomega) {
 			g.Expect(hm(g).Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
-		}).Should(Succeed())
+		})
 
 		deleteCluster(tc)
 		leakFree(tc.Target)
@@ -286,10 +281,7 @@ var _ = Describe("HarvesterMachine", func() {
 		}).Should(Succeed())
 		Expect(hm.Spec.ProviderID).To(BeEmpty())
 
-		Expect(mgmt().Delete(ctx, tc.Cluster)).To(Succeed())
-		Eventually(func() bool {
-			return apierrors.IsNotFound(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster))
-		}).Should(BeTrue())
+		deleteCluster(tc)
 		after := &kubevirtv1.VirtualMachine{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(foreign), after)).To(Succeed())
 		Expect(after.UID).To(Equal(foreign.UID))

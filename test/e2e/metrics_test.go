@@ -102,11 +102,11 @@ var _ = Describe("the manager's metrics", func() {
 			leakFree(tc.Target)
 		})
 		tc.controlPlaneMachine("metrics-cp-0")
-		Eventually(func(g Gomega) {
+		waitProgressing("metrics-cp-0 provisioned", tc.state, func(g Gomega) {
 			hm := &infrav1.HarvesterMachine{}
 			g.Expect(mgmt().Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: "metrics-cp-0"}, hm)).To(Succeed())
 			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
-		}).Should(Succeed())
+		})
 
 		By("refusing callers without a token or without the metrics-reader role")
 		code, _ := scrape("")

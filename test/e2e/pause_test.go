@@ -21,13 +21,13 @@ var _ = Describe("Pausing", func() {
 		tc := newTestCluster("pause", "pause")
 		tc.machineDeployment("workers", "workers", 1, machineSpec())
 		hm := &infrav1.HarvesterMachine{}
-		Eventually(func(g Gomega) {
+		waitProgressing("the worker provisioned", tc.state, func(g Gomega) {
 			hms := &infrav1.HarvesterMachineList{}
 			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace))).To(Succeed())
 			g.Expect(hms.Items).To(HaveLen(1))
 			*hm = hms.Items[0]
 			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
-		}).Should(Succeed())
+		})
 		hc := tc.HarvesterCluster
 
 		paused := func(obj client.Object, setter conditions.Getter) func(g Gomega) metav1.ConditionStatus {

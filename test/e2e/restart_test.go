@@ -24,22 +24,23 @@ var _ = Describe("Manager restarts during provisioning", func() {
 		machines, kills := chaosInt("CHAOS_MACHINES", 5), chaosInt("CHAOS_KILLS", 4)
 		tc := newTestCluster("restarts", "restarts")
 		tc.machineDeployment("workers", "workers", int32(machines), machineSpec())
-		vmCount := func() int {
+		vmCount := func(g Gomega) int {
 			vms := &kubevirtv1.VirtualMachineList{}
-			Expect(harvesterClient().List(ctx, vms, client.InNamespace(tc.Target))).To(Succeed())
+			g.Expect(harvesterClient().List(ctx, vms, client.InNamespace(tc.Target))).To(Succeed())
 			return len(vms.Items)
 		}
 		var lastStart time.Time
 		for i := range kills {
 			// Kill at different points of the provisioning: spread over the machines' VMs.
-			Eventually(vmCount).WithTimeout(2 * time.Minute).Should(BeNumerically(">=", min(1+i*machines/kills, machines)))
+			want := min(1+i*machines/kills, machines)
+			waitProgressing(fmt.Sprintf("%d VMs", want), tc.state, func(g Gomega) { g.Expect(vmCount(g)).To(BeNumerically(">=", want)) })
 			Expect(testBed.Provider.Kill()).To(Succeed())
 			Expect(testBed.Provider.Start(ctx)).To(Succeed())
 			lastStart = time.Now()
 		}
 		hms := tc.provisionedMachines(machines)
 		recovery := time.Since(lastStart)
-		Expect(vmCount()).To(Equal(machines), "one VM per machine, none twice")
+		Expect(vmCount(Default)).To(Equal(machines), "one VM per machine, none twice")
 		dups := duplicateVMs(tc.Target)
 		Expect(dups).To(BeZero())
 		for _, hm := range hms {
