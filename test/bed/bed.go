@@ -16,10 +16,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/guest"
@@ -244,8 +246,9 @@ func (b *Bed) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// deleteClusters deletes all Clusters of a management cluster and waits (bounded) until they
-// are gone.
+// deleteClusters deletes all Clusters of a management cluster and waits until they are gone, as
+// long as their deletion goes on (a busy machine makes it slow): it gives up when the Clusters
+// left and what their Deleting conditions say have not changed for two minutes, or after 15.
 func deleteClusters(ctx context.Context, c client.Client) error {
 	clusters := &clusterv1.ClusterList{}
 	if err := c.List(ctx, clusters); err != nil {
@@ -256,12 +259,30 @@ func deleteClusters(ctx context.Context, c client.Client) error {
 			return err
 		}
 	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	left, changed := "", time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := c.List(ctx, clusters); err != nil {
 			return false, err
 		}
-		return len(clusters.Items) == 0, nil
+		var now []string
+		for _, cl := range clusters.Items {
+			d := conditions.Get(&cl, clusterv1.DeletingCondition)
+			if d == nil {
+				d = &metav1.Condition{}
+			}
+			now = append(now, fmt.Sprintf("%s/%s (%s: %s)", cl.Namespace, cl.Name, d.Reason, d.Message))
+		}
+		if s := strings.Join(now, ", "); s != left {
+			left, changed = s, time.Now()
+		} else if len(now) > 0 && time.Since(changed) >= 2*time.Minute {
+			return false, errors.New("no progress")
+		}
+		return len(now) == 0, nil
 	})
+	if err != nil {
+		return fmt.Errorf("deleting the Clusters (%s left, unchanged for %s): %w", left, time.Since(changed).Round(time.Second), err)
+	}
+	return nil
 }
 
 // LeakCheck lists what is left on the simulated Harvester in a target namespace: VMs, VMIs,
