@@ -13,6 +13,7 @@ import (
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	"sigs.k8s.io/cluster-api/exp/runtime/server"
 	"sigs.k8s.io/cluster-api/util/flags"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +25,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/internal/webhookguard"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
@@ -141,7 +143,10 @@ func run(o *options) error {
 	if err != nil {
 		return err
 	}
-	webhookServer := webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir, TLSOpts: tlsOptions})
+	// Every handler on the webhook port is behind the guard: anything that reaches the port can
+	// post to it (internal/webhookguard says what it bounds).
+	guard := webhookguard.DefaultOptions("/" + runtimehooksv1.GroupVersion.Group + "/")
+	var webhookServer webhook.Server
 	var apiReader inPlaceReader
 	if o.inPlaceUpdates {
 		// The hooks read HarvesterMachines from the API server; the manager's own reader exists
@@ -150,7 +155,11 @@ func run(o *options) error {
 		if err != nil {
 			return fmt.Errorf("setting up the in-place update extension: %w", err)
 		}
+		// The runtime server registers its hooks, and the manager its webhooks, through this.
+		srv.Server = webhookguard.Wrap(srv.Server, guard)
 		webhookServer = srv
+	} else {
+		webhookServer = webhookguard.Wrap(webhook.NewServer(webhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir, TLSOpts: tlsOptions}), guard)
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:           scheme,

@@ -426,6 +426,12 @@ func (p *Provider) Kill() error {
 	return nil
 }
 
+// WebhookEndpoint is the manager's webhook port as any peer on the network reaches it: its base
+// URL and the CA that signed its serving certificate.
+func (p *Provider) WebhookEndpoint() (baseURL string, caPEM []byte) {
+	return fmt.Sprintf("https://127.0.0.1:%d", p.webhookPort), p.caPEM
+}
+
 // Pid is the running manager's process ID, 0 when it is not running (the bench measures its CPU
 // time and memory from /proc).
 func (p *Provider) Pid() int {

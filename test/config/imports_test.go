@@ -27,10 +27,11 @@ func TestImportsGoOneWay(t *testing.T) {
 		"cloudprovider":                  {"pkg/guestcloud"},
 		"cloudprovider/app":              {"cloudprovider"},
 		"cloudprovider/cmd/harvester-cloud-controller-manager": {"cloudprovider/app"},
-		"templates":        nil,
-		"templates/addons": nil,
-		"internal/release": {"templates"},
-		"":                 {"api/v1alpha1", "controllers", "pkg/guestcloud", "pkg/harvester", "pkg/harvester/transport"},
+		"templates":             nil,
+		"templates/addons":      nil,
+		"internal/release":      {"templates"},
+		"internal/webhookguard": nil,
+		"":                      {"api/v1alpha1", "controllers", "internal/webhookguard", "pkg/guestcloud", "pkg/harvester", "pkg/harvester/transport"},
 	}
 	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
 	cmd.Dir = testenv.RepoRoot()

@@ -1,11 +1,18 @@
 package e2e
 
 import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -177,3 +184,93 @@ var _ = Describe("Hostile identity kubeconfigs", func() {
 })
 
 func pemOf(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}) }
+
+// The manager's webhook port takes any peer (docs/security.md, "Who reaches which port"). A few
+// MiB of tiny JSON values once cost it gigabytes to decode; the guard refuses them unread or
+// after a scan that builds nothing, and the manager's peak memory stays where it was.
+var _ = Describe("A peer on the webhook port", func() {
+	It("cannot grow the manager's memory with oversized, many-valued or concurrent requests", func() {
+		pid := testBed.Provider.Pid()
+		Expect(pid).NotTo(BeZero())
+		base, caPEM := testBed.Provider.WebhookEndpoint()
+		roots := x509.NewCertPool()
+		Expect(roots.AppendCertsFromPEM(caPEM)).To(BeTrue())
+		peer := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+		post := func(path string, body []byte) (int, string) {
+			resp, err := peer.Post(base+path, "application/json", bytes.NewReader(body))
+			Expect(err).NotTo(HaveOccurred())
+			defer resp.Body.Close()
+			answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			return resp.StatusCode, string(answer)
+		}
+		// A HarvesterCluster review whose status holds n empty conditions.
+		attack := func(n int) []byte {
+			return []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","operation":"CREATE",` +
+				`"kind":{"group":"infrastructure.cluster.x-k8s.io","version":"v1alpha1","kind":"HarvesterCluster"},` +
+				`"resource":{"group":"infrastructure.cluster.x-k8s.io","version":"v1alpha1","resource":"harvesterclusters"},` +
+				`"object":{"apiVersion":"infrastructure.cluster.x-k8s.io/v1alpha1","kind":"HarvesterCluster","metadata":{"name":"c","namespace":"n"},` +
+				`"status":{"conditions":[` + strings.TrimSuffix(strings.Repeat("{},", n), ",") + `]}}}}`)
+		}
+		peakBefore := peakRSS(pid)
+
+		By("7 MiB, the most controller-runtime itself reads, is refused unread")
+		status, answer := post("/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestercluster", attack((7<<20)/3))
+		Expect(status).To(Equal(http.StatusRequestEntityTooLarge), answer)
+
+		By("just under the byte limit, but a million tiny values, is refused before decoding, on every kind of path")
+		body := attack((4<<20)/3 - 1000)
+		for _, path := range []string{
+			"/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestercluster",
+			"/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine",
+			"/validate-guest-kubeconfig-secret",
+		} {
+			status, answer := post(path, body)
+			Expect(status).To(Equal(http.StatusBadRequest), path)
+			Expect(answer).To(ContainSubstring("more than 256 elements"), path)
+		}
+
+		By("sixteen such requests at once are each refused (400, or 429 past the eight served at once)")
+		var wg sync.WaitGroup
+		statuses := make(chan int, 16)
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				s, _ := post("/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestercluster", body)
+				statuses <- s
+			}()
+		}
+		wg.Wait()
+		close(statuses)
+		for s := range statuses {
+			Expect(s).To(BeElementOf(http.StatusBadRequest, http.StatusTooManyRequests))
+		}
+
+		By("the manager's peak memory grew by less than 64 MiB, and it still admits a real object")
+		Expect(peakRSS(pid)-peakBefore).To(BeNumerically("<", 64<<10), "peak RSS before %d KiB", peakBefore)
+		hc := &infrav1.HarvesterCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "after-the-attack"},
+			Spec: infrav1.HarvesterClusterSpec{
+				IdentitySecret: infrav1.SecretReference{Name: "none"}, TargetNamespace: "default",
+				ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "192.0.2.10", Port: 6443},
+			},
+		}
+		Expect(mgmt().Create(ctx, hc, client.DryRunAll)).To(Succeed())
+	})
+})
+
+// peakRSS is a process's peak resident memory (VmHWM) in KiB.
+func peakRSS(pid int) int {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	Expect(err).NotTo(HaveOccurred())
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			Expect(err).NotTo(HaveOccurred())
+			return kib
+		}
+	}
+	Fail("no VmHWM in /proc/" + strconv.Itoa(pid) + "/status")
+	return 0
+}

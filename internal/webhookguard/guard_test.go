@@ -1,0 +1,241 @@
+package webhookguard
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+const defaultPath = "/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestercluster"
+
+// recorder is a webhook.Server that keeps what is registered, so that a test calls the guarded
+// handler as the server's mux would.
+type recorder struct {
+	webhook.Server
+	handlers map[string]http.Handler
+}
+
+func (r *recorder) Register(path string, h http.Handler) { r.handlers[path] = h }
+
+// defaulting returns the provider's HarvesterCluster defaulting webhook behind a guard.
+func defaulting(t *testing.T, options Options) http.Handler {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := infrav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{handlers: map[string]http.Handler{}}
+	Wrap(rec, options).Register(defaultPath, admission.WithDefaulter[*infrav1.HarvesterCluster](scheme, &infrav1.HarvesterClusterWebhook{}))
+	return rec.handlers[defaultPath]
+}
+
+// empties is a JSON array of n empty objects: the attack's shape (many tiny values that decode
+// into large structs).
+func empties(n int) string {
+	return "[" + strings.TrimSuffix(strings.Repeat("{},", n), ",") + "]"
+}
+
+// review is a CREATE review of a HarvesterCluster whose status holds conditions empty objects.
+func review(t *testing.T, conditions int) []byte {
+	t.Helper()
+	status := ""
+	if conditions > 0 {
+		status = `"conditions":` + empties(conditions)
+	}
+	return reviewOf(t, "", status)
+}
+
+// reviewOf is a CREATE review of a HarvesterCluster with more metadata fields and a status.
+func reviewOf(t *testing.T, metadata, status string) []byte {
+	t.Helper()
+	if metadata != "" {
+		metadata = "," + metadata
+	}
+	object := `{"apiVersion":"infrastructure.cluster.x-k8s.io/v1alpha1","kind":"HarvesterCluster",` +
+		`"metadata":{"name":"c","namespace":"n"` + metadata + `},` +
+		`"spec":{"server":"https://harvester.example:6443","identitySecret":{"name":"s","namespace":"n"},"targetNamespace":"n"},` +
+		`"status":{` + status + `}}`
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: types.UID("1"), Operation: admissionv1.Create, Namespace: "n", Name: "c",
+			Kind:     metav1.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "HarvesterCluster"},
+			Resource: metav1.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Resource: "harvesterclusters"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The object goes in raw: json.Marshal of a RawExtension would re-encode it.
+	return bytes.Replace(body, []byte(`"request":{`), []byte(`"request":{"object":`+object+`,`), 1)
+}
+
+// serve posts body to h and returns the response and how many bytes the heap allocated meanwhile.
+func serve(h http.Handler, body []byte) (*httptest.ResponseRecorder, uint64) {
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, defaultPath, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(w, r)
+	goruntime.ReadMemStats(&after)
+	return w, after.TotalAlloc - before.TotalAlloc
+}
+
+func TestARealReviewPasses(t *testing.T) {
+	w, _ := serve(defaulting(t, DefaultOptions("/hooks")), review(t, 0))
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	var answer admissionv1.AdmissionReview
+	if err := json.Unmarshal(w.Body.Bytes(), &answer); err != nil {
+		t.Fatal(err)
+	}
+	if answer.Response == nil || !answer.Response.Allowed || len(answer.Response.Patch) == 0 {
+		t.Fatalf("want an allowed review with the defaults' patch, got %s", w.Body)
+	}
+}
+
+// A body of 7 MiB of empty objects (the largest controller-runtime reads) cost the defaulting
+// webhook gigabytes; behind the guard it is refused after a scan that builds nothing.
+func TestManyTinyValuesAreRefusedBeforeDecoding(t *testing.T) {
+	h := defaulting(t, DefaultOptions("/hooks"))
+	body := review(t, (4<<20)/3-1000) // just under the 4 MiB limit
+	w, allocated := serve(h, body)
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "more than 256 elements") {
+		t.Fatalf("want 400 for a long array, got %d: %s", w.Code, w.Body)
+	}
+	t.Logf("%d-byte attack refused, %d MiB allocated", len(body), allocated>>20)
+	if allocated > 32<<20 {
+		t.Errorf("refusing a %d-byte body allocated %d MiB; want at most 32", len(body), allocated>>20)
+	}
+
+	// Many arrays, none too long, are refused for their tokens.
+	body = reviewOf(t, `"finalizers":["a","b"]`, `"conditions":`+empties(200)+`,"failureDomains":[`+strings.Repeat(`{"name":"a","attributes":{"a":"b"}},`, 255)+`{}]`)
+	w, _ = serve(h, body)
+	if w.Code != http.StatusOK {
+		t.Fatalf("arrays at the limit: want 200, got %d: %s", w.Code, w.Body)
+	}
+
+	// The most the guard lets through: every array of objects the kind has, at the limit.
+	body = reviewOf(t, `"managedFields":`+empties(256)+`,"ownerReferences":`+empties(256),
+		`"conditions":`+empties(256)+`,"failureDomains":`+empties(256))
+	w, allocated = serve(h, body)
+	t.Logf("%d-byte review with four arrays of 256 empty objects: status %d, %d MiB allocated", len(body), w.Code, allocated>>20)
+	if w.Code != http.StatusOK {
+		t.Fatalf("want 200 (the webhook's own answer), got %d: %s", w.Code, w.Body)
+	}
+	if allocated > 32<<20 {
+		t.Errorf("a review the guard lets through allocated %d MiB; want at most 32", allocated>>20)
+	}
+
+	// For the record (docs/security.md): what the same shape costs unguarded, at a size a test
+	// can afford.
+	unguarded := defaulting(t, Options{MaxInFlight: 1, QueueWait: time.Second, Limits: Limits{MaxBytes: 8 << 20, MaxTokens: 1 << 30, MaxDepth: 1 << 10, MaxArrayLen: 1 << 30}})
+	body = review(t, 30_000)
+	_, allocated = serve(unguarded, body)
+	t.Logf("unguarded: a %d-byte review of 30,000 empty conditions allocated %d MiB", len(body), allocated>>20)
+}
+
+func TestTheGuardRefusesWhatCannotBeAReview(t *testing.T) {
+	h := defaulting(t, DefaultOptions("/hooks"))
+	for _, c := range []struct {
+		name   string
+		req    *http.Request
+		status int
+	}{
+		{"GET", httptest.NewRequest(http.MethodGet, defaultPath, nil), http.StatusMethodNotAllowed},
+		{"declared too large", func() *http.Request {
+			r := httptest.NewRequest(http.MethodPost, defaultPath, strings.NewReader("{}"))
+			r.ContentLength = 5 << 20
+			return r
+		}(), http.StatusRequestEntityTooLarge},
+		{"streamed too large", func() *http.Request {
+			r := httptest.NewRequest(http.MethodPost, defaultPath, strings.NewReader(`"`+strings.Repeat("a", 5<<20)+`"`))
+			r.ContentLength = -1
+			return r
+		}(), http.StatusRequestEntityTooLarge},
+		{"deep", httptest.NewRequest(http.MethodPost, defaultPath, strings.NewReader(strings.Repeat("[", 100)+strings.Repeat("]", 100))), http.StatusBadRequest},
+		{"not JSON", httptest.NewRequest(http.MethodPost, defaultPath, strings.NewReader("{nope")), http.StatusBadRequest},
+		{"two values", httptest.NewRequest(http.MethodPost, defaultPath, strings.NewReader("{} {}")), http.StatusBadRequest},
+		{"empty", httptest.NewRequest(http.MethodPost, defaultPath, strings.NewReader("")), http.StatusBadRequest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, c.req)
+			if w.Code != c.status {
+				t.Errorf("status %d, want %d: %s", w.Code, c.status, w.Body)
+			}
+		})
+	}
+}
+
+func TestRequestsBeyondMaxInFlightWaitThenAreRefused(t *testing.T) {
+	rec := &recorder{handlers: map[string]http.Handler{}}
+	release := make(chan struct{})
+	var entered sync.WaitGroup
+	entered.Add(2)
+	Wrap(rec, Options{MaxInFlight: 2, QueueWait: 200 * time.Millisecond, Limits: Limits{MaxBytes: 1 << 10, MaxTokens: 10, MaxDepth: 4, MaxArrayLen: 4}}).
+		Register("/slow", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			entered.Done()
+			<-release
+			w.WriteHeader(http.StatusOK)
+		}))
+	h := rec.handlers["/slow"]
+	var done sync.WaitGroup
+	for range 2 {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/slow", strings.NewReader("{}")))
+		}()
+	}
+	entered.Wait()
+
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/slow", strings.NewReader("{}")))
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+		t.Errorf("a third request while two are served: status %d (Retry-After %q), want 429", w.Code, w.Header().Get("Retry-After"))
+	}
+
+	// One that gives up while waiting holds no place either.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/slow", strings.NewReader("{}")).WithContext(ctx))
+
+	close(release)
+	done.Wait()
+	w = httptest.NewRecorder()
+	entered.Add(1)
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/slow", strings.NewReader("{}")))
+	if w.Code != http.StatusOK {
+		t.Errorf("once the two are done: status %d, want 200", w.Code)
+	}
+}
+
+func TestHookPathsHaveTheirOwnLimits(t *testing.T) {
+	s := Wrap(&recorder{handlers: map[string]http.Handler{}}, DefaultOptions("/hooks.runtime.cluster.x-k8s.io/"))
+	if got := s.limitsFor("/hooks.runtime.cluster.x-k8s.io/v1alpha1/canupdatemachine/can-update-machine"); got.MaxBytes != 10<<20 {
+		t.Errorf("a hook path gets %+v, want the hooks' limits", got)
+	}
+	if got := s.limitsFor(defaultPath); got.MaxBytes != 4<<20 {
+		t.Errorf("an admission path gets %+v, want the default limits", got)
+	}
+}
