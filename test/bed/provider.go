@@ -22,6 +22,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -298,13 +299,14 @@ func (p *Provider) finish(ctx context.Context, mgmt *testenv.Environment, o Prov
 		"--webhook-cert-dir="+p.certDir,
 	)
 	p.Args = append(p.Args, o.ExtraArgs...)
-	p.env, err = containerEnv(p.Container, p.deployment)
+	p.env, err = ContainerEnv(p.Container, p.deployment)
 	return err
 }
 
-// containerEnv resolves the container's environment as the kubelet would: values, and the
-// Downward API fields a Deployment can name here.
-func containerEnv(c corev1.Container, d *appsv1.Deployment) ([]string, error) {
+// ContainerEnv resolves the container's environment as the kubelet would: values, and the
+// Downward API fields a Deployment can name here (the namespace, and the container's own
+// resource limits).
+func ContainerEnv(c corev1.Container, d *appsv1.Deployment) ([]string, error) {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir()}
 	for _, e := range c.Env {
 		switch {
@@ -312,8 +314,20 @@ func containerEnv(c corev1.Container, d *appsv1.Deployment) ([]string, error) {
 			env = append(env, e.Name+"="+e.Value)
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
 			env = append(env, e.Name+"="+d.Namespace)
+		case e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.ContainerName == c.Name:
+			ref := e.ValueFrom.ResourceFieldRef
+			limit, ok := c.Resources.Limits[corev1.ResourceName(strings.TrimPrefix(ref.Resource, "limits."))]
+			if !strings.HasPrefix(ref.Resource, "limits.") || !ok {
+				return nil, fmt.Errorf("environment variable %s: the container has no %s", e.Name, ref.Resource)
+			}
+			divisor := ref.Divisor
+			if divisor.IsZero() {
+				divisor = resource.MustParse("1")
+			}
+			// As the kubelet: the limit divided by the divisor, rounded up.
+			env = append(env, fmt.Sprintf("%s=%d", e.Name, (limit.Value()+divisor.Value()-1)/divisor.Value()))
 		default:
-			return nil, fmt.Errorf("environment variable %s: the bed resolves only values and metadata.namespace", e.Name)
+			return nil, fmt.Errorf("environment variable %s: the bed resolves only values, metadata.namespace and the container's limits", e.Name)
 		}
 	}
 	return env, nil

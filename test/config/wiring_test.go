@@ -104,3 +104,18 @@ func TestBedOverridesOnlyWhatAProcessOutsideAPodNeeds(t *testing.T) {
 	g.Expect(d.Spec.Template.Spec.Containers[0].Env).To(ContainElement(And(HaveField("Name", "POD_NAMESPACE"),
 		HaveField("ValueFrom.FieldRef.FieldPath", "metadata.namespace"))), "leader election finds its namespace outside a pod too")
 }
+
+// The manager's Go runtime knows the container's memory limit (GOMEMLIMIT, in bytes, from the
+// Downward API), and the bed starts it with the value the kubelet would give.
+func TestTheManagerKnowsItsMemoryLimit(t *testing.T) {
+	g := NewWithT(t)
+	d := convert[appsv1.Deployment](t, ofKind(render(t), "Deployment")[0])
+	c := d.Spec.Template.Spec.Containers[0]
+	g.Expect(c.Env).To(ContainElement(And(HaveField("Name", "GOMEMLIMIT"),
+		HaveField("ValueFrom.ResourceFieldRef.ContainerName", c.Name),
+		HaveField("ValueFrom.ResourceFieldRef.Resource", "limits.memory"))))
+	g.Expect(c.Resources.Limits.Memory().String()).To(Equal("512Mi"))
+	env, err := bed.ContainerEnv(c, d)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(env).To(ContainElement("GOMEMLIMIT=536870912"))
+}
