@@ -2,12 +2,14 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -72,8 +74,8 @@ func TestSecretClientReadsASecretAgainOnlyWhenItChanged(t *testing.T) {
 	if err := c.Delete(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	if c.size() != 0 {
-		t.Fatalf("a deleted Secret is still held (%d)", c.size())
+	if n, _ := c.size(); n != 0 {
+		t.Fatalf("a deleted Secret is still held (%d)", n)
 	}
 	if err := c.Get(ctx, key, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("deleted Secret: got %v, want NotFound", err)
@@ -82,5 +84,58 @@ func TestSecretClientReadsASecretAgainOnlyWhenItChanged(t *testing.T) {
 	// Other kinds are the manager client's.
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "cm"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("ConfigMap: got %v, want NotFound from the client", err)
+	}
+}
+
+// A tenant who points its cluster at a new Secret round after round, deleting the old one or
+// not, with Secrets of 1 MiB or of 100 KiB, grows what the client holds by nothing or up to its
+// bound; a Secret deleted by someone else is forgotten on the metadata watch's delete.
+func TestSecretClientHoldsABoundedSetWhateverTenantsDo(t *testing.T) {
+	ctx := context.Background()
+	base := fake.NewClientBuilder().WithScheme(scheme.Scheme).Build()
+	c := newSecretClient(base, base)
+	secret := func(name string, size int) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: name}, Data: map[string][]byte{"kubeconfig": make([]byte, size)}}
+		if err := base.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	read := func(name string) {
+		t.Helper()
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: name}, &corev1.Secret{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for i := range 100 {
+		read(secret(fmt.Sprintf("big-%d", i), 1<<20).Name)
+	}
+	if n, bytes := c.size(); n != 0 || bytes != 0 {
+		t.Fatalf("after reading 100 Secrets of 1 MiB: %d held, %d bytes; want none (read live each time)", n, bytes)
+	}
+
+	for i := range 400 {
+		read(secret(fmt.Sprintf("small-%d", i), 100<<10).Name)
+		read("small-0") // in use all along
+	}
+	n, bytes := c.size()
+	if bytes > maxRememberedBytes || n == 0 {
+		t.Fatalf("after reading 400 Secrets of 100 KiB: %d held, %d bytes; want some, at most %d bytes", n, bytes, maxRememberedBytes)
+	}
+	c.mu.Lock()
+	_, kept := c.read[client.ObjectKey{Namespace: "tenant", Name: "small-0"}]
+	c.mu.Unlock()
+	if !kept {
+		t.Error("the Secret read all along was forgotten before ones read once")
+	}
+
+	// Deleted by the tenant: the metadata informer's delete (also as a tombstone) forgets it.
+	handler := c.forgetDeleted()
+	before, _ := c.size()
+	handler.OnDelete(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "small-0"}})
+	handler.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "tenant/small-399", Obj: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "small-399"}}})
+	if after, _ := c.size(); after != before-2 {
+		t.Errorf("after two deletes: %d held, want %d", after, before-2)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
@@ -140,6 +141,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	// The HarvesterCluster's Secrets (identity, cloud-config, addons) and the guests' kubeconfig
 	// Secrets are read again only when they changed.
 	secrets := newSecretClient(mgr.GetClient(), mgr.GetCache())
+	secretMetadata := &metav1.PartialObjectMetadata{}
+	secretMetadata.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	secretInformer, err := mgr.GetCache().GetInformer(ctx, secretMetadata)
+	if err != nil {
+		return fmt.Errorf("getting the Secrets' metadata informer: %w", err)
+	}
+	if _, err := secretInformer.AddEventHandler(secrets.forgetDeleted()); err != nil {
+		return fmt.Errorf("watching Secrets' deletion: %w", err)
+	}
 	// The guests, through CAPI's ClusterCache (their <cluster>-kubeconfig Secrets), for what the
 	// provider records of them while they live: the volumes their CSI driver made on Harvester.
 	// Those Secrets are the tenants' to write: the ClusterCache reads them through the identity
