@@ -13,6 +13,7 @@ import (
 
 	harvesterv1 "github.com/harvester/harvester/pkg/apis/harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -253,6 +254,13 @@ func (s *VMService) resolveReferences(ctx context.Context, spec *infrav1.Harvest
 		}
 		r.Images[d.Image] = build.Image{Namespace: ns, Name: name, StorageClassName: img.Status.StorageClassName}
 	}
+	for _, d := range spec.Disks {
+		if d.Image == "" && d.StorageClassName != "" {
+			if err := s.checkStorageClass(ctx, d.StorageClassName); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, ref := range spec.SSHKeyPairs {
 		ns, name := build.ResolveRef(ref, namespace)
 		if !s.allowed(ns, namespace) {
@@ -284,6 +292,34 @@ func (s *VMService) resolveReferences(ctx context.Context, spec *infrav1.Harvest
 		}
 	}
 	return r, nil
+}
+
+// ImageStorageClassParameter is the parameter of a Longhorn storage class that names its backing
+// image: Harvester makes such a class for every VM image (lh-<uid>, legacy longhorn-<name>), and
+// any volume of that class is a copy of the image.
+const ImageStorageClassParameter = "backingImage"
+
+// checkStorageClass refuses, with an identity that confines references (SharedNamespaces), a
+// disk whose storage class carries an image: a volume of that class is a copy of the image,
+// whichever namespace the image is in, and a disk takes an image only through `image`, which is
+// checked against the shared namespaces. Without SharedNamespaces the identity is the tenant's
+// own credential, which may create such a volume itself.
+func (s *VMService) checkStorageClass(ctx context.Context, name string) error {
+	if s.SharedNamespaces == nil {
+		return nil
+	}
+	sc := &storagev1.StorageClass{}
+	if err := s.C.Get(ctx, client.ObjectKey{Name: name}, sc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // the volume waits for the class, as Kubernetes lets it
+		}
+		return transport.ClassifyError(err, fmt.Sprintf("reading storage class %s", name))
+	}
+	if image := sc.Parameters[ImageStorageClassParameter]; image != "" {
+		return transport.ReferenceError(infrav1.ReferenceNotAllowedReason,
+			"storage class %s carries an image (backing image %s): a disk takes an image through `image`, which names its namespace", name, image)
+	}
+	return nil
 }
 
 func imageImported(img *harvesterv1.VirtualMachineImage) bool {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -41,6 +42,22 @@ func TestReferencesStayInSharedNamespaces(t *testing.T) {
 		// A Secret identity (no shared list) is the tenant's own credential: its RBAC decides.
 		g.Expect(reason(&VMService{C: c}, spec)).NotTo(Equal(infrav1.ReferenceNotAllowedReason), "%+v", spec)
 	}
+	// A storage class that carries an image (every VM image has one) is an image reference: a
+	// disk of that class is a copy of the image, so with shared namespaces it is refused; a
+	// plain class is not.
+	g.Expect(c.Create(context.Background(), &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "lh-0f3a"}, Provisioner: "driver.longhorn.io",
+		Parameters: map[string]string{ImageStorageClassParameter: "vmi-0f3a", "numberOfReplicas": "3"}})).To(Succeed())
+	g.Expect(c.Create(context.Background(), &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "fast"}, Provisioner: "driver.longhorn.io",
+		Parameters: map[string]string{"numberOfReplicas": "3"}})).To(Succeed())
+	imageClass := infrav1.HarvesterMachineSpec{Disks: []infrav1.Disk{{Name: "disk-0", StorageClassName: "lh-0f3a", Size: resource.MustParse("10Gi")}}}
+	g.Expect(reason(shared, imageClass)).To(Equal(infrav1.ReferenceNotAllowedReason))
+	_, err = (&VMService{C: c}).resolveReferences(context.Background(), &imageClass, "tenant-a")
+	g.Expect(err).NotTo(HaveOccurred(), "a Secret identity's RBAC decides")
+	for _, class := range []string{"fast", "not-made-yet"} {
+		_, err = shared.resolveReferences(context.Background(), &infrav1.HarvesterMachineSpec{Disks: []infrav1.Disk{{Name: "disk-0", StorageClassName: class, Size: resource.MustParse("10Gi")}}}, "tenant-a")
+		g.Expect(err).NotTo(HaveOccurred(), class)
+	}
+
 	// The target namespace and a shared one are read (and here found missing).
 	g.Expect(reason(shared, infrav1.HarvesterMachineSpec{Disks: []infrav1.Disk{{Image: "public/ubuntu"}}})).To(Equal(infrav1.ImageNotFoundReason))
 	g.Expect(reason(shared, infrav1.HarvesterMachineSpec{Disks: []infrav1.Disk{{Image: "ubuntu"}}})).To(Equal(infrav1.ImageNotFoundReason))

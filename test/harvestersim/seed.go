@@ -224,8 +224,14 @@ func (h *Harvester) AddImage(ctx context.Context, namespace, name string, import
 	if err := createIfMissing(ctx, h.Env.Client, img); err != nil {
 		return err
 	}
-	// Harvester makes a storage class per image; volumes cloned from the image use it.
-	return createIfMissing(ctx, h.Env.Client, storageClass(img.Status.StorageClassName, false))
+	if err := h.Env.Client.Get(ctx, client.ObjectKeyFromObject(img), img); err != nil {
+		return err
+	}
+	// Harvester makes a storage class per image whose backingImage parameter names the image's
+	// backing image (vmi-<uid>): any volume of the class is a copy of the image.
+	sc := storageClass(img.Status.StorageClassName, false)
+	sc.Parameters["backingImage"] = "vmi-" + string(img.UID)
+	return createIfMissing(ctx, h.Env.Client, sc)
 }
 
 // storageClass is a Longhorn storage class as Harvester makes them (its default class, and one
