@@ -108,17 +108,23 @@ func identitySecretKey(ctx context.Context, c client.Reader, hc *infrav1.Harvest
 	if ref.Kind != infrav1.HarvesterClusterIdentityKind {
 		return client.ObjectKey{Namespace: hc.Namespace, Name: ref.Name}, nil
 	}
+	// An identity that does not exist and one that does not serve the cluster's namespace are
+	// told apart to no one: a tenant learns nothing of the identities it may not use.
+	notServed := &transport.Error{Kind: transport.KindAccess, Reason: infrav1.IdentityNotAllowedReason,
+		Message: fmt.Sprintf("HarvesterClusterIdentity %s does not exist or does not allow namespace %s", ref.Name, hc.Namespace)}
 	identity := &infrav1.HarvesterClusterIdentity{}
 	if err := c.Get(ctx, client.ObjectKey{Name: ref.Name}, identity); err != nil {
 		if apierrors.IsNotFound(err) {
-			return client.ObjectKey{}, &transport.Error{Kind: transport.KindAccess, Reason: infrav1.IdentityNotFoundReason,
-				Message: fmt.Sprintf("HarvesterClusterIdentity %s does not exist", ref.Name)}
+			return client.ObjectKey{}, notServed
 		}
 		return client.ObjectKey{}, err
 	}
 	ns := &corev1.Namespace{}
 	if err := c.Get(ctx, client.ObjectKey{Name: hc.Namespace}, ns); err != nil {
 		return client.ObjectKey{}, err
+	}
+	if !identity.Spec.AllowsNamespace(hc.Namespace, ns.Labels) {
+		return client.ObjectKey{}, notServed
 	}
 	if ok, why := identity.Spec.Allows(hc.Namespace, ns.Labels, hc.Spec.TargetNamespace); !ok {
 		return client.ObjectKey{}, &transport.Error{Kind: transport.KindAccess, Reason: infrav1.IdentityNotAllowedReason,

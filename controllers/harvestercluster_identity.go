@@ -16,9 +16,14 @@ import (
 // protectIdentity puts a finalizer on what the cluster's identity is made of, so that it
 // outlives the clusters that use it (their deletion needs it to clean up on Harvester): the
 // identity Secret, and a HarvesterClusterIdentity itself. A Secret of the tenant's namespace also
-// gets clusterctl's move label (an identity's Secret moves as the identity's own).
+// gets clusterctl's move label (an identity's Secret moves as the identity's own). Nothing is
+// written to an identity the cluster may not use (identitySecretKey checks first).
 func (r *HarvesterClusterReconciler) protectIdentity(ctx context.Context, hc *infrav1.HarvesterCluster) error {
 	ref := hc.Spec.Identity()
+	key, err := identitySecretKey(ctx, r.Client, hc, r.ProviderNamespace)
+	if err != nil {
+		return nil // connect reports it
+	}
 	if ref.Kind == infrav1.HarvesterClusterIdentityKind {
 		identity := &infrav1.HarvesterClusterIdentity{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, identity); err != nil {
@@ -31,10 +36,6 @@ func (r *HarvesterClusterReconciler) protectIdentity(ctx context.Context, hc *in
 				return err
 			}
 		}
-	}
-	key, err := identitySecretKey(ctx, r.Client, hc, r.ProviderNamespace)
-	if err != nil {
-		return nil // connect reports it
 	}
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, key, secret); err != nil {

@@ -41,11 +41,12 @@ const (
 
 	// IdentitySecretNotFoundReason: the identity Secret does not exist.
 	IdentitySecretNotFoundReason = "IdentitySecretNotFound"
-	// IdentityNotFoundReason: the HarvesterClusterIdentity named in spec.identityRef does not
-	// exist.
+	// IdentityNotFoundReason: the manager does not know its own namespace, where the Secrets of
+	// HarvesterClusterIdentities live.
 	IdentityNotFoundReason = "IdentityNotFound"
-	// IdentityNotAllowedReason: the HarvesterClusterIdentity does not allow this namespace or
-	// this target namespace.
+	// IdentityNotAllowedReason: the HarvesterClusterIdentity named in spec.identityRef does not
+	// exist or does not allow this namespace (one message for both), or does not allow this
+	// target namespace.
 	IdentityNotAllowedReason = "IdentityNotAllowed"
 	// InvalidKubeconfigReason: the identity Secret has no `kubeconfig` key or it does not parse.
 	InvalidKubeconfigReason = "InvalidKubeconfig"

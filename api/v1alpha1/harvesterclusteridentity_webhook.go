@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"context"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -77,20 +78,7 @@ func (s *HarvesterClusterIdentitySpec) validate(path *field.Path) field.ErrorLis
 // Allows tells whether the identity serves a HarvesterCluster of management namespace
 // namespace (with its labels) targeting Harvester namespace target; reason says why not.
 func (s *HarvesterClusterIdentitySpec) Allows(namespace string, namespaceLabels map[string]string, target string) (ok bool, reason string) {
-	allowed := false
-	if a := s.AllowedNamespaces; a != nil {
-		for _, ns := range a.NamespaceList {
-			if ns == namespace {
-				allowed = true
-			}
-		}
-		if !allowed && a.Selector != nil {
-			if sel, err := metav1.LabelSelectorAsSelector(a.Selector); err == nil && sel.Matches(labels.Set(namespaceLabels)) {
-				allowed = true
-			}
-		}
-	}
-	if !allowed {
+	if !s.AllowsNamespace(namespace, namespaceLabels) {
 		return false, "it does not allow namespace " + namespace + " (allowedNamespaces)"
 	}
 	for _, t := range s.TargetNamespaces {
@@ -99,4 +87,21 @@ func (s *HarvesterClusterIdentitySpec) Allows(namespace string, namespaceLabels 
 		}
 	}
 	return false, "it does not allow Harvester namespace " + target + " (targetNamespaces)"
+}
+
+// AllowsNamespace tells whether clusters of a management namespace (with its labels) may use the
+// identity, whatever their target namespace.
+func (s *HarvesterClusterIdentitySpec) AllowsNamespace(namespace string, namespaceLabels map[string]string) bool {
+	a := s.AllowedNamespaces
+	if a == nil {
+		return false
+	}
+	if slices.Contains(a.NamespaceList, namespace) {
+		return true
+	}
+	if a.Selector == nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(a.Selector)
+	return err == nil && sel.Matches(labels.Set(namespaceLabels))
 }
