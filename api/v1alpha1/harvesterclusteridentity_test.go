@@ -78,3 +78,41 @@ func TestClusterNamesExactlyOneIdentity(t *testing.T) {
 		t.Error("moving from an identity back to a Secret was allowed once provisioned")
 	}
 }
+
+// A selector on labels namespace owners may set is accepted, with a warning that names them; a
+// list, or a selector on the namespace's own name, is not warned about.
+func TestIdentitySelectorsOnWritableLabelsAreWarnedAbout(t *testing.T) {
+	w := &HarvesterClusterIdentityWebhook{}
+	identity := func(sel *metav1.LabelSelector) *HarvesterClusterIdentity {
+		return &HarvesterClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: "i"}, Spec: HarvesterClusterIdentitySpec{
+			SecretName: "s", TargetNamespaces: []string{"guests"},
+			AllowedNamespaces: &AllowedNamespaces{NamespaceList: []string{"tenant-a"}, Selector: sel}}}
+	}
+	for _, c := range []struct {
+		sel  *metav1.LabelSelector
+		warn string
+	}{
+		{nil, ""},
+		{&metav1.LabelSelector{MatchLabels: map[string]string{NamespaceNameLabel: "tenant-b"}}, ""},
+		{&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: NamespaceNameLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"tenant-b", "tenant-c"}}}}, ""},
+		{&metav1.LabelSelector{MatchLabels: map[string]string{"team": "b"}}, "(team)"},
+		{&metav1.LabelSelector{MatchLabels: map[string]string{"team": "b", NamespaceNameLabel: "x"},
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpExists}}}, "(team, tier)"},
+	} {
+		for _, validate := range []func(*HarvesterClusterIdentity) (warnings []string, err error){
+			func(i *HarvesterClusterIdentity) ([]string, error) { return w.ValidateCreate(t.Context(), i) },
+			func(i *HarvesterClusterIdentity) ([]string, error) { return w.ValidateUpdate(t.Context(), i, i) },
+		} {
+			warnings, err := validate(identity(c.sel))
+			if err != nil {
+				t.Fatalf("%+v: %v", c.sel, err)
+			}
+			if c.warn == "" && len(warnings) != 0 {
+				t.Errorf("%+v: unexpected warnings %q", c.sel, warnings)
+			}
+			if c.warn != "" && (len(warnings) != 1 || !strings.Contains(warnings[0], c.warn) || !strings.Contains(warnings[0], "prefer allowedNamespaces.list")) {
+				t.Errorf("%+v: warnings %q, want one naming %s", c.sel, warnings, c.warn)
+			}
+		}
+	}
+}

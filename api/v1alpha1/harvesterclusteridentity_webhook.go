@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"context"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -25,12 +26,44 @@ func (w *HarvesterClusterIdentityWebhook) SetupWebhookWithManager(mgr ctrl.Manag
 
 // ValidateCreate checks a new identity.
 func (w *HarvesterClusterIdentityWebhook) ValidateCreate(_ context.Context, i *HarvesterClusterIdentity) (admission.Warnings, error) {
-	return nil, invalid(HarvesterClusterIdentityKind, i.Name, i.Spec.validate(field.NewPath("spec")))
+	return i.Spec.warnings(), invalid(HarvesterClusterIdentityKind, i.Name, i.Spec.validate(field.NewPath("spec")))
 }
 
 // ValidateUpdate checks a changed identity.
 func (w *HarvesterClusterIdentityWebhook) ValidateUpdate(_ context.Context, _, i *HarvesterClusterIdentity) (admission.Warnings, error) {
-	return nil, invalid(HarvesterClusterIdentityKind, i.Name, i.Spec.validate(field.NewPath("spec")))
+	return i.Spec.warnings(), invalid(HarvesterClusterIdentityKind, i.Name, i.Spec.validate(field.NewPath("spec")))
+}
+
+// NamespaceNameLabel is the label the API server sets on every namespace to its name, which no
+// one can change.
+const NamespaceNameLabel = "kubernetes.io/metadata.name"
+
+// warnings tell the admin when allowedNamespaces.selector matches labels other than the
+// namespace's name: on platforms where namespace owners may label their namespaces (Rancher
+// projects' members, for one), a tenant could then let its own namespace use the identity.
+func (s *HarvesterClusterIdentitySpec) warnings() admission.Warnings {
+	if s.AllowedNamespaces == nil || s.AllowedNamespaces.Selector == nil {
+		return nil
+	}
+	sel := s.AllowedNamespaces.Selector
+	var keys []string
+	for k := range sel.MatchLabels {
+		if k != NamespaceNameLabel {
+			keys = append(keys, k)
+		}
+	}
+	for _, e := range sel.MatchExpressions {
+		if e.Key != NamespaceNameLabel {
+			keys = append(keys, e.Key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	return admission.Warnings{"spec.allowedNamespaces.selector matches namespace labels (" + strings.Join(keys, ", ") +
+		") that whoever may label a namespace can set, and so let that namespace use this identity: where namespace owners may label their namespaces, prefer allowedNamespaces.list or the " + NamespaceNameLabel + " label"}
 }
 
 // ValidateDelete allows every deletion: clusters using the identity report it missing.
