@@ -76,6 +76,14 @@ var _ cloudprovider.LoadBalancer = &loadBalancers{}
 
 func (l *loadBalancers) cluster() string { return l.cloud.opts.ClusterName }
 
+// errNotShared marks a primary Service that does not share its address with the secondary's
+// namespace (guestcloud.SharingAllowed): errors.Is(err, errNotShared) for a notShared error.
+var errNotShared = errors.New("not shared with this namespace")
+
+type notShared struct{ error }
+
+func (notShared) Is(target error) bool { return target == errNotShared }
+
 // primaryRef is the primary Service (namespace/name) a secondary Service names; an empty
 // annotation names none.
 func primaryRef(svc *corev1.Service) (string, bool) {
@@ -267,6 +275,10 @@ func ingress(addr string) *corev1.LoadBalancerStatus {
 // secondary is nobody's primary, and no port (number and protocol) is used twice on the address.
 func (l *loadBalancers) ensureSecondary(ctx context.Context, svc *corev1.Service) (*corev1.LoadBalancerStatus, error) {
 	primary, err := l.primaryOf(ctx, svc, true)
+	if errors.Is(err, errNotShared) {
+		// Its consent withdrawn, the primary's address is no longer announced for it.
+		return nil, errors.Join(err, l.clearKubeVIPAddress(ctx, svc))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -342,6 +354,10 @@ func (l *loadBalancers) primaryOf(ctx context.Context, svc *corev1.Service, refu
 	if next, chained := primaryRef(primary); chained {
 		return nil, invalid("primary Service %s shares the address of %s itself; secondary Services cannot be chained", ref, next)
 	}
+	if !guestcloud.SharingAllowed(primary, svc.Namespace) {
+		return nil, notShared{invalid("primary Service %s does not share its address with namespace %s (its annotation %s lists the other namespaces it shares with)",
+			ref, svc.Namespace, guestcloud.AnnotationServiceShareWithNamespaces)}
+	}
 	return primary, nil
 }
 
@@ -355,8 +371,11 @@ func (l *loadBalancers) secondariesOf(primary, except *corev1.Service) []string 
 	var out []string
 	for _, obj := range objs {
 		s, ok := obj.(*corev1.Service)
+		// A Service of a namespace the primary does not share with gets nothing of it, and
+		// neither holds up its deletion nor takes its ports.
 		if !ok || s.Spec.Type != corev1.ServiceTypeLoadBalancer || s.DeletionTimestamp != nil ||
-			(except != nil && s.Namespace == except.Namespace && s.Name == except.Name) {
+			(except != nil && s.Namespace == except.Namespace && s.Name == except.Name) ||
+			!guestcloud.SharingAllowed(primary, s.Namespace) {
 			continue
 		}
 		out = append(out, s.Namespace+"/"+s.Name)

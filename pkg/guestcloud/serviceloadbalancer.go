@@ -33,6 +33,10 @@ const (
 	// AnnotationServicePrimaryService (`namespace/name`) makes a Service share the address of
 	// another one instead of having a load balancer of its own.
 	AnnotationServicePrimaryService = cloudProviderPrefix + "primary-service"
+	// AnnotationServiceShareWithNamespaces, on a primary Service, lists (comma-separated) the
+	// other namespaces whose Services may share its address; Services of its own namespace may
+	// always. Ours: the upstream cloud provider has no such consent.
+	AnnotationServiceShareWithNamespaces = cloudProviderPrefix + "share-with-namespaces"
 	// LabelServicePrimaryService is the label the cloud provider puts on a Service that shares
 	// another's address (a secondary Service), valued PrimaryServiceLabelValue of the primary, so
 	// that the Services sharing one address can be selected; a primary Service has none. The
@@ -269,4 +273,19 @@ func PoolAddressUnguarded(lb *lbv1.LoadBalancer) bool {
 		}
 	}
 	return true
+}
+
+// SharingAllowed tells whether a Service of namespace may share primary's address: one of the
+// primary's namespace may, another only when the primary lists it in
+// AnnotationServiceShareWithNamespaces (the primary's owner consents).
+func SharingAllowed(primary *corev1.Service, namespace string) bool {
+	if primary.Namespace == namespace {
+		return true
+	}
+	for _, ns := range strings.Split(primary.Annotations[AnnotationServiceShareWithNamespaces], ",") {
+		if strings.TrimSpace(ns) == namespace {
+			return true
+		}
+	}
+	return false
 }

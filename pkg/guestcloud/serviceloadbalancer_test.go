@@ -207,3 +207,26 @@ func TestPoolAddressUnguarded(t *testing.T) {
 	dhcp := &lbv1.LoadBalancer{Status: lbv1.LoadBalancerStatus{AllocatedAddress: lbv1.AllocatedAddress{IP: AddressAskDHCP}}}
 	g.Expect(PoolAddressUnguarded(dhcp)).To(BeFalse(), "a DHCP address is not the pool's")
 }
+
+// A primary Service shares its address with its own namespace, and with another only when it
+// lists it.
+func TestSharingNeedsThePrimarysConsentAcrossNamespaces(t *testing.T) {
+	primary := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"}}
+	for _, c := range []struct {
+		consent   string
+		namespace string
+		want      bool
+	}{
+		{"", "team-a", true},
+		{"", "team-b", false},
+		{"team-b", "team-b", true},
+		{" team-c , team-b ", "team-b", true},
+		{"team-bb,team", "team-b", false},
+		{"*", "team-b", false},
+	} {
+		primary.Annotations = map[string]string{AnnotationServiceShareWithNamespaces: c.consent}
+		if got := SharingAllowed(primary, c.namespace); got != c.want {
+			t.Errorf("consent %q, namespace %s: %v, want %v", c.consent, c.namespace, got, c.want)
+		}
+	}
+}

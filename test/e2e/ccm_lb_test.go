@@ -263,6 +263,34 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(exists).To(BeFalse(), "nothing to delete, so deleting the Service is never blocked")
 
+		By("sharing with another namespace only with the primary's consent")
+		Expect(guestAdmin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}})).To(Succeed())
+		borrower := lbService("borrower", primary, tcp(6060))
+		borrower.Namespace = "team-b"
+		create(borrower)
+		_, err = ensure(borrower)
+		Expect(err).To(MatchError(ContainSubstring("does not share its address with namespace team-b")))
+		Eventually(events(borrower)).Should(event(harvestercloud.ReasonInvalidPrimaryService, guestcloud.AnnotationServiceShareWithNamespaces))
+		Expect(kubeVIP(borrower)(Default)).To(BeEmpty())
+		consent := func(namespaces string) {
+			Eventually(func(g Gomega) {
+				svc := latest(web)
+				if namespaces == "" {
+					delete(svc.Annotations, guestcloud.AnnotationServiceShareWithNamespaces)
+				} else {
+					svc.Annotations[guestcloud.AnnotationServiceShareWithNamespaces] = namespaces
+				}
+				g.Expect(guestAdmin.Update(ctx, svc)).To(Succeed())
+			}).Should(Succeed())
+		}
+		consent("team-a, team-b")
+		Eventually(func() (*corev1.LoadBalancerStatus, error) { return ensure(borrower) }).Should(HaveField("Ingress", ConsistOf(HaveField("IP", ip))))
+		Expect(kubeVIP(borrower)(Default)).To(Equal(ip))
+		By("a namespace whose consent is withdrawn neither gets the address nor holds up the primary")
+		consent("")
+		Eventually(func() error { _, err := ensure(borrower); return err }).Should(MatchError(ContainSubstring("does not share its address")))
+		Expect(kubeVIP(borrower)(Default)).To(BeEmpty(), "kube-vip no longer announces the address for it")
+
 		By("refusing a change of IPAM")
 		Eventually(func(g Gomega) {
 			svc := latest(web)
@@ -285,11 +313,11 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 			gone(svc)
 		}
 		Eventually(func() error { return balancer.EnsureLoadBalancerDeleted(ctx, clusterName, latest(web)) }).
-			Should(MatchError(ContainSubstring("default/web-alt")))
+			Should(MatchError(And(ContainSubstring("default/web-alt"), Not(ContainSubstring("team-b/borrower")))))
 		Eventually(events(web)).Should(event(harvestercloud.ReasonPrimaryServiceInUse, "default/web-alt"))
 		harvesterLB(Default, name)
 
-		By("freeing the address once both are gone")
+		By("freeing the address once both are gone (the borrower without consent does not count)")
 		gone(alt)
 		Eventually(func() error { return balancer.EnsureLoadBalancerDeleted(ctx, clusterName, latest(web)) }).Should(Succeed())
 		Expect(guestAdmin.Delete(ctx, web)).To(Succeed())
