@@ -50,7 +50,7 @@ const (
 	annotationDrainRequested = "harvesterhci.io/drain-requested"
 	// annotationHarvesterRunStrategy is the VM's last run strategy other than Halted, which
 	// Harvester keeps to restart a VM it halted.
-	annotationHarvesterRunStrategy = "harvesterhci.io/runStrategy"
+	annotationHarvesterRunStrategy = naming.AnnotationHarvesterRunStrategy
 )
 
 // DefaultHostDrainTimeout is --host-maintenance-drain-timeout's default: a guest's

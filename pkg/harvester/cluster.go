@@ -82,7 +82,7 @@ func CheckTargetNamespaceAccess(ctx context.Context, c client.Client, namespace 
 }
 
 // LabelWitness marks a Harvester witness node (v1.3+): it holds etcd's quorum and runs no VM.
-const LabelWitness = "node-role.harvesterhci.io/witness"
+const LabelWitness = transport.HostWitnessLabel
 
 // FailureDomains lists Harvester's zones as failure domains (with their region), or, when no
 // host has a zone label, each host as its own failure domain, for worker pools that name one

@@ -6,6 +6,7 @@ package harvester
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -383,21 +385,19 @@ func equalData(a, b map[string][]byte) bool {
 // SetRunStrategy sets the VM's run strategy and annotations (a nil value removes one), locked
 // to the version of the VM given: a VM that changed since it was read gets a conflict, and the
 // machine reads it again. The provider changes a VM only to move it off a host (its host
-// maintenance policy).
+// maintenance policy). The patch names the annotations it changes and nothing else of the VM's
+// metadata: the VM given may be the cache's, which keeps only the annotations the provider
+// reads, and a patch computed against it would remove the others when none of those was left.
 func (s *VMService) SetRunStrategy(ctx context.Context, vm *kubevirtv1.VirtualMachine, strategy kubevirtv1.VirtualMachineRunStrategy, annotations map[string]*string) error {
-	patched := vm.DeepCopy()
-	patched.Spec.RunStrategy = &strategy
-	for k, v := range annotations {
-		if v == nil {
-			delete(patched.Annotations, k)
-			continue
-		}
-		if patched.Annotations == nil {
-			patched.Annotations = map[string]string{}
-		}
-		patched.Annotations[k] = *v
+	metadata := map[string]any{"resourceVersion": vm.ResourceVersion}
+	if len(annotations) > 0 {
+		metadata["annotations"] = annotations
 	}
-	err := s.C.Patch(ctx, patched, client.MergeFromWithOptions(vm, client.MergeFromWithOptimisticLock{}))
+	body, err := json.Marshal(map[string]any{"metadata": metadata, "spec": map[string]any{"runStrategy": strategy}})
+	if err != nil {
+		return err
+	}
+	err = s.C.Patch(ctx, vm.DeepCopy(), client.RawPatch(types.MergePatchType, body))
 	if apierrors.IsConflict(err) {
 		return err // read again: the caller's reconcile starts over from the newer VM
 	}

@@ -7,8 +7,12 @@ import (
 
 	. "github.com/onsi/gomega"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
@@ -75,4 +79,33 @@ func TestCloudInitSecretIsReadFromTheVM(t *testing.T) {
 		Role: naming.RoleWorker, UserDataSecret: "the-secret"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cloudInitSecretOf(vm)).To(Equal("the-secret"))
+}
+
+// SetRunStrategy may be given the cache's copy of a VM, which keeps only the annotations the
+// provider reads: removing the last of those must not remove the VM's others (a patch computed
+// against the copy would say "annotations: null"), and a VM changed since it was read conflicts.
+func TestSetRunStrategyChangesOnlyTheAnnotationsNamed(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	scheme, err := guestcloud.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	c := &transport.Client{Client: fake.NewClientBuilder().WithScheme(scheme).Build()}
+	vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "guests", Name: "m-1", Annotations: map[string]string{
+		naming.AnnotationVolumeClaimTemplates: "[]", naming.AnnotationStoppedForHost: "host-1", naming.AnnotationRunStrategyBeforeStop: "Always",
+	}}, Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: ptr.To(kubevirtv1.RunStrategyHalted)}}
+	g.Expect(c.Create(ctx, vm)).To(Succeed())
+	cached := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: vm.Namespace, Name: vm.Name, ResourceVersion: vm.ResourceVersion,
+		Annotations: map[string]string{naming.AnnotationStoppedForHost: "host-1", naming.AnnotationRunStrategyBeforeStop: "Always"}}}
+
+	svc := &VMService{C: c}
+	g.Expect(svc.SetRunStrategy(ctx, cached, kubevirtv1.RunStrategyAlways, map[string]*string{
+		naming.AnnotationStoppedForHost: nil, naming.AnnotationRunStrategyBeforeStop: nil,
+	})).To(Succeed())
+	got := &kubevirtv1.VirtualMachine{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(vm), got)).To(Succeed())
+	g.Expect(got.Annotations).To(Equal(map[string]string{naming.AnnotationVolumeClaimTemplates: "[]"}))
+	g.Expect(*got.Spec.RunStrategy).To(Equal(kubevirtv1.RunStrategyAlways))
+
+	err = svc.SetRunStrategy(ctx, cached, kubevirtv1.RunStrategyHalted, map[string]*string{naming.AnnotationStoppedForHost: ptr.To("host-2")})
+	g.Expect(apierrors.IsConflict(err)).To(BeTrue(), "the copy's version is stale: %v", err)
 }

@@ -57,6 +57,9 @@ const (
 	// value names the host); AnnotationRunStrategyBeforeStop keeps the run strategy to restore.
 	AnnotationStoppedForHost        = "harvester.infrastructure.cluster.x-k8s.io/stopped-for-host"
 	AnnotationRunStrategyBeforeStop = "harvester.infrastructure.cluster.x-k8s.io/run-strategy-before-stop"
+	// AnnotationHarvesterRunStrategy is Harvester's record, on a VM, of its last run strategy
+	// other than Halted, which Harvester keeps to restart a VM it halted.
+	AnnotationHarvesterRunStrategy = "harvesterhci.io/runStrategy"
 )
 
 // AnnotationMachine, on a VM and its VMI, holds the whole name of their HarvesterMachine, which

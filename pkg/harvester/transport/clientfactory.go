@@ -20,7 +20,6 @@ import (
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -34,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
@@ -581,88 +579,4 @@ func kubeconfigError(err error) string {
 // cache needs those of the cached kinds, so it fails while Harvester does not answer).
 func newLazyMapper(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
 	return apiutil.NewDynamicRESTMapper(cfg, httpClient)
-}
-
-// slimCached trims what a connection's cache keeps of an object to what the provider reads of
-// it. Each connection caches every provider-made VM, VMI and volume of its target namespaces, so
-// N clusters with their own identities in one namespace hold N copies of each: at 1,000 machines
-// in 50 such clusters the whole objects took 1.2 GB of the manager's heap (docs/performance.md).
-// Managed fields go from every kind (nothing reads them, and an update without them leaves the
-// server's as they are); a VMI keeps its status and of its spec the networks and hostname (what
-// addresses are read with); a volume its metadata (what a machine's deletion waits on) and its
-// requested and actual size (what a disk grown in place waits on).
-func slimCached(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *kubevirtv1.VirtualMachineInstance:
-		return &kubevirtv1.VirtualMachineInstance{
-			TypeMeta:   o.TypeMeta,
-			ObjectMeta: withoutManagedFields(o.ObjectMeta),
-			Spec:       kubevirtv1.VirtualMachineInstanceSpec{Hostname: o.Spec.Hostname, Subdomain: o.Spec.Subdomain, Networks: o.Spec.Networks},
-			Status:     o.Status,
-		}, nil
-	case *corev1.PersistentVolumeClaim:
-		return &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: withoutManagedFields(o.ObjectMeta),
-			Spec:   corev1.PersistentVolumeClaimSpec{Resources: o.Spec.Resources},
-			Status: corev1.PersistentVolumeClaimStatus{Phase: o.Status.Phase, Capacity: o.Status.Capacity}}, nil
-	case *lbv1.LoadBalancer:
-		if o.Labels[naming.LabelManagedBy] == naming.ManagedByValue && o.Labels[guestcloud.LabelLBCluster] == "" {
-			o.SetManagedFields(nil)
-			return o, nil
-		}
-		// Every load balancer of a target namespace is cached, and guests write theirs: of
-		// those the provider reads only the name and labels (to delete a guest's with it), so a
-		// guest's large load balancers cost the cache little.
-		return &lbv1.LoadBalancer{TypeMeta: o.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-			Name: o.Name, Namespace: o.Namespace, UID: o.UID, ResourceVersion: o.ResourceVersion, Labels: o.Labels,
-			CreationTimestamp: o.CreationTimestamp, DeletionTimestamp: o.DeletionTimestamp,
-		}}, nil
-	case metav1.Object:
-		o.SetManagedFields(nil)
-		return obj, nil
-	}
-	return obj, nil
-}
-
-func withoutManagedFields(m metav1.ObjectMeta) metav1.ObjectMeta {
-	m.ManagedFields = nil
-	return m
-}
-
-// HostMaintenanceAnnotations are the annotations of a Harvester host that say it is being
-// emptied: Harvester's maintenance mode sets them (drain requested, forced, then the status).
-var HostMaintenanceAnnotations = []string{"harvesterhci.io/drain-requested", "harvesterhci.io/drain-forced", "harvesterhci.io/maintain-status"}
-
-// HostDrainTaint is the taint a Harvester upgrade puts on a host it empties (KubeVirt's node
-// drain taint: KubeVirt migrates the VMs it can off it).
-const HostDrainTaint = "kubevirt.io/drain"
-
-// slimNode keeps of a cached host only its name, labels, schedulability and what says it is
-// being emptied (the maintenance annotations and the drain taint).
-func slimNode(obj any) (any, error) {
-	node, ok := obj.(*corev1.Node)
-	if !ok {
-		return obj, nil
-	}
-	slim := &corev1.Node{
-		TypeMeta: node.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, Labels: node.Labels,
-			DeletionTimestamp: node.DeletionTimestamp,
-		},
-		Spec: corev1.NodeSpec{Unschedulable: node.Spec.Unschedulable},
-	}
-	for _, k := range HostMaintenanceAnnotations {
-		if v, ok := node.Annotations[k]; ok {
-			if slim.Annotations == nil {
-				slim.Annotations = map[string]string{}
-			}
-			slim.Annotations[k] = v
-		}
-	}
-	for _, t := range node.Spec.Taints {
-		if t.Key == HostDrainTaint {
-			slim.Spec.Taints = append(slim.Spec.Taints, t)
-		}
-	}
-	return slim, nil
 }

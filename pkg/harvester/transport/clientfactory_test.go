@@ -6,15 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
@@ -74,60 +70,4 @@ func TestFactoryReleasesConnectionsNoLongerUsed(t *testing.T) {
 
 	_, err := f.Get(context.Background(), "x", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "empty"}}, "guests", "")
 	g.Expect(errors.Is(err, ErrInvalidKubeconfig)).To(BeTrue())
-}
-
-func TestCachedObjectsKeepWhatTheProviderReads(t *testing.T) {
-	g := NewWithT(t)
-	managed := []metav1.ManagedFieldsEntry{{Manager: "virt-controller", Operation: metav1.ManagedFieldsOperationUpdate}}
-	meta := metav1.ObjectMeta{Namespace: "guests", Name: "m-1", UID: "u", ResourceVersion: "7",
-		Labels: map[string]string{naming.LabelManagedBy: naming.ManagedByValue}, Finalizers: []string{"f"}, ManagedFields: managed}
-
-	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: *meta.DeepCopy(),
-		Spec: kubevirtv1.VirtualMachineInstanceSpec{Hostname: "m-1", Networks: []kubevirtv1.Network{{Name: "nic-0"}},
-			Volumes: []kubevirtv1.Volume{{Name: "disk-0"}}},
-		Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, NodeName: "host-1",
-			Interfaces: []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "nic-0", IP: "10.0.0.5"}}},
-	}
-	out, err := slimCached(vmi)
-	g.Expect(err).NotTo(HaveOccurred())
-	slim := out.(*kubevirtv1.VirtualMachineInstance)
-	g.Expect(slim.Status).To(Equal(vmi.Status), "the status is what machines read: phase, host, addresses, conditions")
-	g.Expect(slim.Spec.Hostname).To(Equal("m-1"))
-	g.Expect(slim.Spec.Networks).To(Equal(vmi.Spec.Networks))
-	g.Expect(slim.Spec.Volumes).To(BeEmpty())
-	g.Expect(slim.ManagedFields).To(BeNil())
-	g.Expect(slim.Labels).To(Equal(meta.Labels))
-	g.Expect(slim.UID).To(Equal(meta.UID))
-
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: *meta.DeepCopy(), Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}}
-	out, err = slimCached(pvc)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out.(*corev1.PersistentVolumeClaim).ObjectMeta).To(Equal(withoutManagedFields(meta)), "a machine's deletion reads a volume's labels and deletion")
-	g.Expect(out.(*corev1.PersistentVolumeClaim).Spec).To(BeZero())
-
-	vm := &kubevirtv1.VirtualMachine{ObjectMeta: *meta.DeepCopy(), Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: ptr.To(kubevirtv1.RunStrategyAlways)}}
-	out, err = slimCached(vm)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out.(*kubevirtv1.VirtualMachine).ManagedFields).To(BeNil())
-	g.Expect(out.(*kubevirtv1.VirtualMachine).Spec).To(Equal(vm.Spec), "a VM is kept whole but for its managed fields")
-
-	// The control-plane load balancer is the provider's and kept whole; a guest's (which the
-	// guest writes, as large as it likes) only as far as its name and labels.
-	cp := &lbv1.LoadBalancer{ObjectMeta: *meta.DeepCopy(), Spec: lbv1.LoadBalancerSpec{IPPool: "pool"},
-		Status: lbv1.LoadBalancerStatus{Address: "10.0.0.9"}}
-	out, err = slimCached(cp)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out.(*lbv1.LoadBalancer).Status.Address).To(Equal("10.0.0.9"))
-	g.Expect(out.(*lbv1.LoadBalancer).ManagedFields).To(BeNil())
-	guest := &lbv1.LoadBalancer{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "guests", Name: "svc", Labels: map[string]string{guestcloud.LabelLBCluster: "ns.prod"},
-			Annotations: map[string]string{"big": strings.Repeat("x", 1<<16)}},
-		Spec: lbv1.LoadBalancerSpec{Description: strings.Repeat("y", 1<<16)},
-	}
-	out, err = slimCached(guest)
-	g.Expect(err).NotTo(HaveOccurred())
-	slimLB := out.(*lbv1.LoadBalancer)
-	g.Expect(slimLB.Labels).To(Equal(guest.Labels))
-	g.Expect(slimLB.Annotations).To(BeEmpty())
-	g.Expect(slimLB.Spec).To(BeZero())
 }
