@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -387,6 +388,18 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 			Expect(err).To(HaveOccurred(), what)
 			Expect(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", what, err)
 		}
+
+		By("refusing a change of the annotations that steer the provider, and leaving others alone")
+		// stopped-for-host makes the provider start the VM again after a host's maintenance,
+		// run-strategy-before-stop says with which run strategy; it reads Harvester's run strategy
+		// of a VM Harvester halted.
+		for _, key := range []string{naming.AnnotationStoppedForHost, naming.AnnotationRunStrategyBeforeStop, "harvester.infrastructure.cluster.x-k8s.io/any-other", "harvesterhci.io/runStrategy"} {
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"Always"}}}`, key)
+			err := c.Patch(ctx, own.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch)))
+			Expect(err).To(MatchError(ContainSubstring("may not change the provider's annotations")), key)
+		}
+		Expect(c.Patch(ctx, own.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"example.com/note":"x"}}}`)))).
+			To(Succeed(), "an annotation that steers nothing of ours")
 
 		By("refusing the other cluster's VM, even a patch that changes nothing (it would return the VM)")
 		for what, patch := range map[string]client.Patch{
