@@ -393,7 +393,7 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 		// stopped-for-host makes the provider start the VM again after a host's maintenance,
 		// run-strategy-before-stop says with which run strategy; it reads Harvester's run strategy
 		// of a VM Harvester halted.
-		for _, key := range []string{naming.AnnotationStoppedForHost, naming.AnnotationRunStrategyBeforeStop, "harvester.infrastructure.cluster.x-k8s.io/any-other", "harvesterhci.io/runStrategy"} {
+		for _, key := range []string{naming.AnnotationStoppedForHost, naming.AnnotationRunStrategyBeforeStop, "harvester.infrastructure.cluster.x-k8s.io/any-other", "harvesterhci.io/vmRunStrategy"} {
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"Always"}}}`, key)
 			err := c.Patch(ctx, own.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch)))
 			Expect(err).To(MatchError(ContainSubstring("may not change the provider's annotations")), key)

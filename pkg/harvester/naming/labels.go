@@ -58,8 +58,10 @@ const (
 	AnnotationStoppedForHost        = "harvester.infrastructure.cluster.x-k8s.io/stopped-for-host"
 	AnnotationRunStrategyBeforeStop = "harvester.infrastructure.cluster.x-k8s.io/run-strategy-before-stop"
 	// AnnotationHarvesterRunStrategy is Harvester's record, on a VM, of its last run strategy
-	// other than Halted, which Harvester keeps to restart a VM it halted.
-	AnnotationHarvesterRunStrategy = "harvesterhci.io/runStrategy"
+	// other than Halted, which Harvester keeps to restart a VM it halted (Harvester v1.8.0
+	// util.AnnotationRunStrategy, written by its VM controller, read by its maintenance
+	// controller).
+	AnnotationHarvesterRunStrategy = "harvesterhci.io/vmRunStrategy"
 )
 
 // AnnotationMachine, on a VM and its VMI, holds the whole name of their HarvesterMachine, which
