@@ -12,8 +12,10 @@ BIN := $(ROOT)/bin
 # version and by a digest of its build recipe (BED_TOOLS_CACHE, default
 # ~/.cache/cluster-api-provider-harvester/tools). Each hack/ensure-*.sh prints its directory
 # with --dir and builds into it when asked without.
+# The tools the Makefile builds itself (kubectl, clusterctl, jq, controller-gen, kustomize) are
+# file targets without prerequisites: their path changes with what they are built from, and a
+# fresh clone's files are newer than the cached binary, which must not make it stale.
 TOOLDIR = $(shell hack/tooldir.sh $(1) $(2) $(3))
-TOOLS_MOD := $(ROOT)/hack/tools/go.mod
 CONTROLLER_GEN := $(call TOOLDIR,hack-tools,mod,hack/tools/go.mod)/controller-gen
 KUSTOMIZE := $(call TOOLDIR,hack-tools,mod,hack/tools/go.mod)/kustomize
 
@@ -208,7 +210,7 @@ KUBECTL := $(call TOOLDIR,kubectl,mod,hack/kubectl)/kubectl
 .PHONY: kubectl
 kubectl: $(KUBECTL) ## Build kubectl (k8s.io/kubectl, hack/kubectl's version) into the tool cache once, for the tests that run the docs' commands.
 
-$(KUBECTL): hack/kubectl/go.mod hack/kubectl/main.go
+$(KUBECTL):
 	cd hack/kubectl && GOWORK=off CGO_ENABLED=0 $(ROOT)/$(TIMED) kubectl $(GO) build -trimpath -o $(KUBECTL) .
 
 # clusterctl, for the tests that run the docs' clusterctl commands: built from
@@ -227,10 +229,10 @@ JQ := $(call TOOLDIR,jq,mod,hack/jq)/jq
 .PHONY: jq
 jq: $(JQ) ## Build jq (gojq, hack/jq's version) into the tool cache once, for the tests that run the docs' jq filters.
 
-$(JQ): hack/jq/go.mod hack/jq/main.go
+$(JQ):
 	cd hack/jq && GOWORK=off CGO_ENABLED=0 $(ROOT)/$(TIMED) jq $(GO) build -trimpath -o $(JQ) .
 
-$(CLUSTERCTL): hack/clusterctl/go.mod hack/clusterctl/main.go
+$(CLUSTERCTL):
 	cd hack/clusterctl && GOWORK=off CGO_ENABLED=0 $(ROOT)/$(TIMED) clusterctl $(GO) build -trimpath \
 	  -ldflags "-X sigs.k8s.io/cluster-api/version.gitVersion=$(CLUSTERCTL_VERSION)" -o $(CLUSTERCTL) .
 
@@ -295,10 +297,10 @@ demo: envtest harvester-lb harvester-webhook kubevirt images providers ## Provis
 
 ##@ Tools
 
-$(CONTROLLER_GEN): $(TOOLS_MOD)
+$(CONTROLLER_GEN):
 	cd hack/tools && GOWORK=off $(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
-$(KUSTOMIZE): $(TOOLS_MOD)
+$(KUSTOMIZE):
 	cd hack/tools && GOWORK=off $(GO) build -o $@ sigs.k8s.io/kustomize/kustomize/v5
 
 .PHONY: tools
