@@ -49,7 +49,9 @@ TIMED := hack/timed.sh
 
 IMG ?= ghcr.io/seed-0a7eb009/cluster-api-provider-harvester:dev
 CCM_IMG ?= ghcr.io/seed-0a7eb009/harvester-cloud-controller-manager:dev
-TEST_TIMEOUT ?= 45m
+# A bound for a hung test binary, not for slowness: the e2e waits fail by themselves when nothing
+# moves (test/e2e/progress_test.go), and a loaded machine may take twice as long as an idle one.
+TEST_TIMEOUT ?= 70m
 TEST_FLAGS ?= -count=1
 
 ##@ General

@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=$root/out
 mkdir -p "$out"
-flags=(-timeout "${TEST_TIMEOUT:-45m}" "$@")
+flags=(-timeout "${TEST_TIMEOUT:-70m}" "$@")
 
 # Built once (compiled and vetted), so that the two shards do not both compile it.
 if ! built=$("$GO" test "${flags[@]}" -run '^$' ./test/e2e 2>&1); then
