@@ -9,6 +9,7 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY api/ api/
 COPY pkg/ pkg/
+COPY internal/webhookguard/ internal/webhookguard/
 COPY controllers/ controllers/
 COPY cloudprovider/ cloudprovider/
 COPY templates/ templates/

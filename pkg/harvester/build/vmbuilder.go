@@ -25,8 +25,8 @@ import (
 const (
 	// LabelHostname and LabelZone are the host topology labels failure domains use.
 	LabelHostname = "kubernetes.io/hostname"
-	LabelZone     = "topology.kubernetes.io/zone"
-	LabelRegion   = "topology.kubernetes.io/region"
+	LabelZone     = corev1.LabelTopologyZone
+	LabelRegion   = corev1.LabelTopologyRegion
 
 	// FailureDomainTopologyKey is the attribute of a failure domain that names the host label it
 	// stands for (LabelZone, or LabelHostname when hosts have no zones).

@@ -8,7 +8,6 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
@@ -73,9 +72,9 @@ var keptLoadBalancerAnnotations []string
 
 // keptHostLabels are the labels kept of a host (Node).
 var keptHostLabels = []string{
-	HostWitnessLabel,  // harvester.FailureDomains
-	build.LabelZone,   // harvester.FailureDomains, harvester.FailureDomainOf
-	build.LabelRegion, // harvester.FailureDomains
+	HostWitnessLabel,           // harvester.FailureDomains
+	corev1.LabelTopologyZone,   // build.LabelZone: harvester.FailureDomains, harvester.FailureDomainOf
+	corev1.LabelTopologyRegion, // build.LabelRegion: harvester.FailureDomains
 }
 
 // keptHostAnnotations are the annotations kept of a host: HostMaintenanceAnnotations, which
