@@ -247,8 +247,38 @@ var _ = Describe("A peer on the webhook port", func() {
 			Expect(s).To(BeElementOf(http.StatusBadRequest, http.StatusTooManyRequests))
 		}
 
-		By("the manager's peak memory grew by less than 64 MiB, and it still admits a real object")
+		By("the manager's peak memory grew by less than 64 MiB: each was refused after its first bytes")
 		Expect(peakRSS(pid)-peakBefore).To(BeNumerically("<", 64<<10), "peak RSS before %d KiB", peakBefore)
+
+		By("sixteen reviews at once of the right shape, each one 4 MiB string, are served 8 MiB at a time")
+		long := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","operation":"CREATE",` +
+			`"kind":{"group":"infrastructure.cluster.x-k8s.io","version":"v1alpha1","kind":"HarvesterCluster"},` +
+			`"resource":{"group":"infrastructure.cluster.x-k8s.io","version":"v1alpha1","resource":"harvesterclusters"},` +
+			`"object":{"apiVersion":"infrastructure.cluster.x-k8s.io/v1alpha1","kind":"HarvesterCluster","metadata":{"name":"c","namespace":"n",` +
+			`"annotations":{"a":"` + strings.Repeat("x", (4<<20)-4096) + `"}}}}}`)
+		statuses = make(chan int, 16)
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				s, _ := post("/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestercluster", long)
+				statuses <- s
+			}()
+		}
+		wg.Wait()
+		close(statuses)
+		served := 0
+		for s := range statuses {
+			Expect(s).To(BeElementOf(http.StatusOK, http.StatusTooManyRequests))
+			if s == http.StatusOK {
+				served++
+			}
+		}
+		Expect(served).To(BeNumerically(">=", 2), "at least the two that fit the budget at once are served")
+
+		By("the manager's peak memory grew by less than the budget allows (8 MiB of bodies, each costing at most 28 times its size), and it still admits a real object")
+		Expect(peakRSS(pid)-peakBefore).To(BeNumerically("<", 28*8<<10), "peak RSS before %d KiB", peakBefore)
 		hc := &infrav1.HarvesterCluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "after-the-attack"},
 			Spec: infrav1.HarvesterClusterSpec{
