@@ -270,3 +270,22 @@ func documentedFleetRenderNamespace(t *testing.T) string {
 	t.Fatal("docs/gitops-and-rancher.md gives no clusterctl generate cluster command for the Fleet bundle")
 	return ""
 }
+
+// Removing the Fleet bundle or its GitRepo must not delete the guest clusters (and their VMs):
+// both examples keep what Fleet deployed (Fleet's Bundle and GitRepo keepResources).
+func TestTheFleetExampleKeepsClustersWhenTheBundleGoes(t *testing.T) {
+	if keep, _ := readFleetYAML(t).bundleSpec["keepResources"].(bool); !keep {
+		t.Error("examples/fleet/fleet.yaml: keepResources is not true")
+	}
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "fleet", "gitrepo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gitRepo := map[string]any{}
+	if err := yaml.Unmarshal(data, &gitRepo); err != nil {
+		t.Fatal(err)
+	}
+	if keep, _, _ := unstructured.NestedBool(gitRepo, "spec", "keepResources"); !keep {
+		t.Error("examples/fleet/gitrepo.yaml: spec.keepResources is not true")
+	}
+}
