@@ -185,6 +185,10 @@ test: ## Run every test: unit, envtest and end-to-end on the simulated Harvester
 	$(TIMED) fuzz env FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 	@echo "make test: phases in seconds (out/timings.txt):"; cat $(ROOT)/out/timings.txt
 
+.PHONY: test-full
+test-full: ## make test with the long scenarios at full size (TEST_FULL=1: more rotations, outages and the bench at a tiny size; docs/development.md).
+	TEST_FULL=1 $(MAKE) --no-print-directory test
+
 # Everything `make test` runs besides the code under test, each timed (hack/timed.sh); `make
 # test` builds them TOOLS_JOBS at a time.
 .PHONY: test-tools

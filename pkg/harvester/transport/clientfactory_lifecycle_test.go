@@ -42,6 +42,7 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
 // countedSource counts the watches that run: a watch runs until the context its controller
@@ -129,9 +130,10 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 	t.Logf("before: %d goroutines, connections %v, %d watches, %d TCP connections to Harvester",
 		goroutinesBefore, f.Connections(), live.Load(), tcpBefore)
 
-	// 100 rotations: every other one while Harvester is too slow for the new cache to sync before
-	// the next rotation tears it down.
-	for i := range 100 {
+	// 100 rotations (30 in make test, testenv.Scale): every other one while Harvester is too slow
+	// for the new cache to sync before the next rotation tears it down.
+	rotationCount, outageCount := testenv.Scale(100, 30), testenv.Scale(20, 8)
+	for i := range rotationCount {
 		slow := i%2 == 0
 		if slow {
 			sim.Faults.Latency("virtualmachines", time.Second)
@@ -145,11 +147,11 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 		}
 		g.Eventually(get, 30*time.Second).ShouldNot(BeNil(), "rotation %d", i)
 	}
-	g.Expect(started.Load()).To(BeNumerically(">=", 101*watchesPerConnection), "every rotation registers the watches")
+	g.Expect(started.Load()).To(BeNumerically(">=", int64(rotationCount+1)*watchesPerConnection), "every rotation registers the watches")
 
-	// 20 outages, each while the newest cache has not synced yet; during every other one the
+	// 20 outages (8 in make test), each while the newest cache has not synced yet; during every other one the
 	// identity rotates too, so that the new cache cannot even be built.
-	for i := range 20 {
+	for i := range outageCount {
 		sim.Faults.Latency("virtualmachines", time.Second)
 		rotate()
 		_, err := f.Get(ctx, user, identity, namespace, "")
@@ -199,10 +201,11 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 	g.Eventually(live.Load, 30*time.Second).Should(Equal(watchesPerConnection), "watches outlived their cache")
 	g.Eventually(ourGoroutines, 60*time.Second).Should(BeNumerically("<=", goroutinesBefore+goroutineTolerance))
 	// At most one waiter per cached kind and namespace-spanning informer, and one per watch's
-	// handler, for each of the 50 slow rotations and 20 outages that tore a cache down unsynced.
+	// handler, for each of the slow rotations (every other one) and outages that tore a cache
+	// down unsynced.
 	leaked := multiNamespaceWaiters() - upstreamBefore
 	t.Logf("controller-runtime's multi-namespace sync waiters left by unsynced caches: %d", leaked)
-	g.Expect(leaked).To(BeNumerically("<=", (50+20)*2*len(kinds)))
+	g.Expect(leaked).To(BeNumerically("<=", (rotationCount/2+outageCount)*2*len(kinds)))
 	g.Eventually(func(g Gomega) int { return tcpConnectionsTo(g, proxyPort) }, 30*time.Second).Should(BeNumerically("<=", tcpBefore))
 	t.Logf("after %d watches started: %d goroutines, connections %v, %d watches, %d TCP connections to Harvester",
 		started.Load(), runtime.NumGoroutine(), f.Connections(), live.Load(), tcpConnectionsTo(g, proxyPort))
@@ -287,10 +290,7 @@ func TestSilentHarvesterHoldsUpOnlyItsOwnIdentity(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-
-	sim, err := harvestersim.Start(ctx, harvestersim.DefaultOptions())
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(sim.Stop()).To(Succeed()) }()
+	sim := sharedHarvester(t, g)
 
 	asked := make(chan struct{}, 100)
 	release := make(chan struct{})
@@ -390,8 +390,8 @@ func TestClustersOfOneIdentityCacheOnlyTheirOwnObjects(t *testing.T) {
 	g.Expect(f.Connections()).To(BeEmpty())
 }
 
-// startFactory starts a simulated Harvester and f (with the Harvester scheme) until the test
-// ends; it skips the test under -short.
+// startFactory starts f (with the Harvester scheme) on the package's simulated Harvester until the
+// test ends; it skips the test under -short.
 func startFactory(t *testing.T, g Gomega, f *transport.ClientFactory) (context.Context, *harvestersim.Harvester) {
 	if testing.Short() {
 		t.Skip("starts a simulated Harvester")
@@ -399,9 +399,8 @@ func startFactory(t *testing.T, g Gomega, f *transport.ClientFactory) (context.C
 	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	sim, err := harvestersim.Start(ctx, harvestersim.DefaultOptions())
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { g.Expect(sim.Stop()).To(Succeed()) })
+	sim := sharedHarvester(t, g)
+	var err error
 	f.Scheme, err = guestcloud.NewScheme()
 	g.Expect(err).NotTo(HaveOccurred())
 	go func() { _ = f.Start(ctx) }()

@@ -1,0 +1,48 @@
+package transport_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+)
+
+// The package's tests share one simulated Harvester: starting one (its apiserver, Harvester's and
+// KubeVirt's programs) is most of what each test cost. Each test leaves it as it found it: its
+// API up and no faults set (sharedHarvester clears them when the test ends); what a test creates
+// carries names and labels of its own.
+var shared struct {
+	once sync.Once
+	sim  *harvestersim.Harvester
+	err  error
+}
+
+func sharedHarvester(t *testing.T, g Gomega) *harvestersim.Harvester {
+	t.Helper()
+	shared.once.Do(func() {
+		shared.sim, shared.err = harvestersim.Start(context.Background(), harvestersim.DefaultOptions())
+	})
+	g.Expect(shared.err).NotTo(HaveOccurred())
+	sim := shared.sim
+	t.Cleanup(func() {
+		sim.Faults.Clear()
+		g.Expect(sim.StartAPI(context.Background())).To(Succeed(), "the simulated Harvester's API is left down")
+	})
+	return sim
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.sim != nil {
+		if err := shared.sim.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the simulated Harvester:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
