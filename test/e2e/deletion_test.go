@@ -176,8 +176,14 @@ var _ = Describe("A provisioned machine's VM deleted outside the provider", func
 		Eventually(func(g Gomega) {
 			events := &corev1.EventList{}
 			g.Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
-			g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", "VirtualMachineDeleted"), HaveField("Type", corev1.EventTypeWarning),
-				HaveField("InvolvedObject.Name", old.Name))))
+			// What was said of the old machine, one line each, so that a failure reads.
+			var said []string
+			for _, e := range events.Items {
+				if e.InvolvedObject.Name == old.Name {
+					said = append(said, fmt.Sprintf("%s %s %s: %s", e.InvolvedObject.Kind, e.Type, e.Reason, e.Message))
+				}
+			}
+			g.Expect(said).To(ContainElement(HavePrefix("HarvesterMachine Warning VirtualMachineDeleted: ")))
 		}).Should(Succeed())
 		Expect(apierrors.IsNotFound(harvesterClient().Get(ctx, vmKey, &kubevirtv1.VirtualMachine{}))).To(BeTrue(), "no VM under the old name")
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
 var (
@@ -32,6 +33,9 @@ var (
 // `make test` runs the suite as two processes (each with its own bed) on the machine's two
 // cores. They are about half of the suite's time each (see out/e2e-timings-*.md). Specs of the
 // two shards run at once: each uses its own loopback addresses for control-plane endpoints.
+// fullOnly labels the specs only make test-full (TEST_FULL=1) runs.
+const fullOnly = "full"
+
 var shardOne = []string{
 	"inplace_test.go", "clusterctl_test.go", "previouscapi_test.go", "maintenance_test.go", "move_test.go",
 	"outage_test.go", "latency_test.go", "twomanagements_test.go", "restart_test.go", "machine_test.go",
@@ -52,6 +56,11 @@ func TestE2E(t *testing.T) {
 		suiteConfig.SkipFiles = append(suiteConfig.SkipFiles, files...)
 	default:
 		t.Fatalf("E2E_SHARD=%q: the suite has shards 1 and 2", shard)
+	}
+	if !testenv.Full() {
+		// make test's budget (docs/development.md): the flavours another spec covers run in
+		// make test-full.
+		suiteConfig.LabelFilter = "!" + fullOnly
 	}
 	RunSpecs(t, "end-to-end on the simulated Harvester", suiteConfig, reporterConfig)
 }

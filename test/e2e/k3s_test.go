@@ -6,7 +6,8 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 )
 
-var _ = Describe("a K3s cluster from cluster-template-k3s.yaml", func() {
+// At full size only (make test-full): make test provisions RKE2 with the same code.
+var _ = Describe("a K3s cluster from cluster-template-k3s.yaml", Label(fullOnly), func() {
 	It("comes up with the K3s bootstrap and control-plane providers (v0.4.0, as processes), upgrades as docs/operations.md says, and leaves nothing behind", func() {
 		provisionsWithItsProviders(distributionFlavour{
 			providers:              bed.K3s,

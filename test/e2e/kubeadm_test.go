@@ -331,7 +331,8 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 		secrets.expectNoneIn(namespace)
 	},
 		Entry("kubeadm flavour", "kubeadm", "kc", "127.77.0.10", "127.77.0.19", true, "cluster-template.yaml"),
-		Entry("topology flavour (ClusterClass harvester)", "topology", "tc", "127.77.0.20", "127.77.0.29", false,
+		// At full size only (make test-full): the kubeadm flavour runs the same providers in make test.
+		Entry("topology flavour (ClusterClass harvester)", Label(fullOnly), "topology", "tc", "127.77.0.20", "127.77.0.29", false,
 			"clusterclass-harvester.yaml", "cluster-template-topology.yaml"),
 	)
 })

@@ -17,7 +17,8 @@ import (
 // Behind a Rancher proxy (the documented way to reach Harvester) every request takes hundreds
 // of milliseconds. The provider's requests then queue for the connection's few request slots:
 // queueing is no outage, and no condition may say that Harvester does not answer.
-var _ = Describe("A Harvester behind a slow proxy", func() {
+// At full size only (make test-full): a performance property, not a behaviour another spec lacks.
+var _ = Describe("A Harvester behind a slow proxy", Label(fullOnly), func() {
 	It("provisions with 200 ms a request and never reports Harvester unreachable", func() {
 		const machines = 10
 		testBed.Harvester.Faults.Latency("*", 200*time.Millisecond)

@@ -13,7 +13,8 @@ import (
 
 // The provider is built with the current Cluster API minor (go.mod); management clusters that
 // have not upgraded CAPI yet (Rancher Turtles v0.27 installs CAPI v1.13) run the previous one.
-var _ = Describe("a management cluster on the previous Cluster API minor", func() {
+// At full size only (make test-full): a flavour of what make test runs on the current minor.
+var _ = Describe("a management cluster on the previous Cluster API minor", Label(fullOnly), func() {
 	It("runs CAPI v1.13's core as its own process (its CRDs, webhooks and conversion) with the RKE2 providers and our shipped manager, and provisions and deletes an RKE2 cluster", func() {
 		m, err := testBed.AddManagementOnCAPI(ctx, bed.PreviousCAPICore, providerOptions)
 		Expect(err).NotTo(HaveOccurred())

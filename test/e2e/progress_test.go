@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -125,7 +126,29 @@ func describeGuest(namespace, name string) string {
 	}
 	out := fmt.Sprintf("guest: %d nodes", len(nodes.Items))
 	for _, n := range nodes.Items {
-		out += fmt.Sprintf("; %s providerID %q", n.Name, n.Spec.ProviderID)
+		var taints []string
+		for _, t := range n.Spec.Taints {
+			taints = append(taints, t.Key)
+		}
+		out += fmt.Sprintf("; %s providerID %q taints %v", n.Name, n.Spec.ProviderID, taints)
+	}
+	// What the guest's own controllers have got to: the addons' workloads and their pods (the
+	// CCM initialises the Nodes once its pod is scheduled and runs).
+	out += fmt.Sprintf("\nguest: our CCM running %v", gc.CCMRunning())
+	if err := gc.CCMErr(); err != nil {
+		out += fmt.Sprintf(" (%v)", err)
+	}
+	deployments := &appsv1.DeploymentList{}
+	if err := gc.Env.Client.List(ctx, deployments, client.InNamespace(metav1.NamespaceSystem)); err == nil {
+		for _, d := range deployments.Items {
+			out += fmt.Sprintf("; deployment %s %d/%d ready", d.Name, d.Status.ReadyReplicas, ptr.Deref(d.Spec.Replicas, 1))
+		}
+	}
+	pods := &corev1.PodList{}
+	if err := gc.Env.Client.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem)); err == nil {
+		for _, p := range pods.Items {
+			out += fmt.Sprintf("; pod %s %s on %q", p.Name, p.Status.Phase, p.Spec.NodeName)
+		}
 	}
 	return out + "\n"
 }
