@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -199,6 +200,17 @@ var _ = Describe("A guest cluster's Harvester credential", func() {
 			Expect(err).To(HaveOccurred(), a.what)
 			Expect(err.Error()).To(Or(anyOf...), a.what)
 		}
+
+		By("leaving another workload of the namespace alone (the upstream cloud provider, say): its own RBAC says what it may do, not the guests' policies")
+		other := otherWorkloadClient(tc.Target, rbacv1.PolicyRule{
+			APIGroups: []string{"loadbalancer.harvesterhci.io"}, Resources: []string{"loadbalancers"}, Verbs: []string{"get", "create", "delete"},
+		})
+		unrelated := guestLB("unrelated", func(lb *lbv1.LoadBalancer) {
+			lb.Spec.IPPool = "tenant-a-services"
+			lb.Annotations[harvestersim.AnnotationLBCluster] = "*"
+		})
+		Expect(other.Create(ctx, unrelated)).To(Succeed(), "a pool and a '*' cluster, which only the provider's guests may not choose")
+		Expect(other.Delete(ctx, unrelated)).To(Succeed())
 		By("refusing the same change as an update of a legitimate load balancer")
 		lb := guestLB("legit", func(*lbv1.LoadBalancer) {})
 		Expect(c.Create(ctx, lb)).To(Succeed())
@@ -424,8 +436,52 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 		expectForbidden(c.Patch(ctx, read, client.RawPatch(types.MergePatchType, []byte(`{}`))), "read a VM of another namespace by a no-op patch")
 		Expect(read.Spec.Template).To(BeNil())
 		expectForbidden(c.Patch(ctx, elsewhere.DeepCopy(), hotplug), "hot-plug into a VM of another namespace")
+
+		By("leaving another workload of the namespace alone: its own RBAC says what it may do to VMs, not the guests' policies")
+		other := otherWorkloadClient(tc.Target, rbacv1.PolicyRule{
+			APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachines"}, Verbs: []string{"get", "patch"},
+		})
+		for _, change := range []struct {
+			what  string
+			vm    *kubevirtv1.VirtualMachine
+			patch string
+		}{
+			{"relabel a guest's VM", own, `{"metadata":{"labels":{"extra":"x"}}}`},
+			{"annotate it as the provider would", own, `{"metadata":{"annotations":{"harvester.infrastructure.cluster.x-k8s.io/any-other":"x"}}}`},
+			{"relabel the other cluster's VM", theirs, `{"metadata":{"labels":{"extra":"y"}}}`},
+		} {
+			Expect(other.Patch(ctx, change.vm.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(change.patch)))).To(Succeed(), change.what)
+		}
 	})
 })
+
+// otherWorkloadClient is a client of a ServiceAccount of namespace on Harvester that the provider
+// did not make (the upstream cloud provider's or CSI driver's, for instance), allowed rules
+// there by a Role of its own; all of it is deleted when the spec ends.
+func otherWorkloadClient(namespace string, rules ...rbacv1.PolicyRule) client.Client {
+	GinkgoHelper()
+	h := harvesterClient()
+	meta := metav1.ObjectMeta{Namespace: namespace, Name: "other-workload"}
+	sa := &corev1.ServiceAccount{ObjectMeta: meta}
+	role := &rbacv1.Role{ObjectMeta: meta, Rules: rules}
+	binding := &rbacv1.RoleBinding{ObjectMeta: meta,
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: meta.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: meta.Name}}}
+	for _, o := range []client.Object{sa, role, binding} {
+		Expect(h.Create(ctx, o)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(h.Delete(ctx, o))).To(Succeed()) })
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	Expect(h.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
+	cfg := rest.AnonymousClientConfig(testBed.Harvester.Env.Config)
+	cfg.BearerToken = tr.Status.Token
+	cfg.Timeout = time.Minute
+	scheme, err := harvestersim.Scheme()
+	Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
 
 // minimalDomain is the least a VM needs for Harvester v1.8's webhook to take it: a memory limit
 // (its validator refuses a VM without one) and a cpu section (its mutator's patch replaces
