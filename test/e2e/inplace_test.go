@@ -311,24 +311,26 @@ var _ = Describe("in-place updates", func() {
 				}
 			})
 			GinkgoWriter.Printf("Kubernetes upgrade: 3 control-plane machines and the worker replaced in %s\n", time.Since(start).Round(time.Second))
-			// KCP checked the stacked etcd through the guest's port-forward before each change, and
-			// removed each replaced machine's member: it finds one healthy member per machine.
-			Eventually(func(g Gomega) {
-				kcp := &controlplanev1.KubeadmControlPlane{}
-				g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, kcp)).To(Succeed())
-				g.Expect(conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition)).To(BeTrue(),
-					"%v", conditions.Get(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition))
-				cps := 0
-				for n, m := range machines(g) {
-					if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
-						cps++
-						g.Expect(conditions.IsTrue(&m, controlplanev1.KubeadmControlPlaneMachineEtcdMemberHealthyCondition)).To(BeTrue(),
-							"machine %s: %v", n, conditions.Get(&m, controlplanev1.KubeadmControlPlaneMachineEtcdMemberHealthyCondition))
-					}
-				}
-				g.Expect(cps).To(Equal(3))
-			}).Should(Succeed())
 		}
+
+		// KCP checked the stacked etcd through the guest's port-forward before each change, and
+		// removed each replaced machine's member: it finds one healthy member per machine. (Its
+		// remediation below needs that health to begin.)
+		waitProgressing("a healthy etcd member per control-plane machine", state, func(g Gomega) {
+			kcp := &controlplanev1.KubeadmControlPlane{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-control-plane"}, kcp)).To(Succeed())
+			g.Expect(conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition)).To(BeTrue(),
+				"%v", conditions.Get(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition))
+			cps := 0
+			for n, m := range machines(g) {
+				if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+					cps++
+					g.Expect(conditions.IsTrue(&m, controlplanev1.KubeadmControlPlaneMachineEtcdMemberHealthyCondition)).To(BeTrue(),
+						"machine %s: %v", n, conditions.Get(&m, controlplanev1.KubeadmControlPlaneMachineEtcdMemberHealthyCondition))
+				}
+			}
+			g.Expect(cps).To(Equal(3))
+		})
 
 		By("a failed control-plane machine: the template's MachineHealthCheck (timeouts shortened) marks it, KCP removes its etcd member and replaces it")
 		mhc := &clusterv1.MachineHealthCheck{}
