@@ -202,7 +202,7 @@ var _ = Describe("A guest cluster's Harvester credential", func() {
 		}
 
 		By("leaving another workload of the namespace alone (the upstream cloud provider, say): its own RBAC says what it may do, not the guests' policies")
-		other := otherWorkloadClient(tc.Target, rbacv1.PolicyRule{
+		other, otherDone := otherWorkloadClient(tc.Target, rbacv1.PolicyRule{
 			APIGroups: []string{"loadbalancer.harvesterhci.io"}, Resources: []string{"loadbalancers"}, Verbs: []string{"get", "create", "delete"},
 		})
 		unrelated := guestLB("unrelated", func(lb *lbv1.LoadBalancer) {
@@ -210,7 +210,16 @@ var _ = Describe("A guest cluster's Harvester credential", func() {
 			lb.Annotations[harvestersim.AnnotationLBCluster] = "*"
 		})
 		Expect(other.Create(ctx, unrelated)).To(Succeed(), "a pool and a '*' cluster, which only the provider's guests may not choose")
+		// Deleted once Harvester's controller has served it, so that it releases the address.
+		Eventually(func(g Gomega) {
+			g.Expect(harvesterClient().Get(ctx, client.ObjectKeyFromObject(unrelated), unrelated)).To(Succeed())
+			g.Expect(unrelated.Status.AllocatedAddress.IP).NotTo(BeEmpty())
+		}).Should(Succeed())
 		Expect(other.Delete(ctx, unrelated)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(harvesterClient().Get(ctx, client.ObjectKeyFromObject(unrelated), &lbv1.LoadBalancer{}))
+		}).Should(BeTrue())
+		otherDone()
 		By("refusing the same change as an update of a legitimate load balancer")
 		lb := guestLB("legit", func(*lbv1.LoadBalancer) {})
 		Expect(c.Create(ctx, lb)).To(Succeed())
@@ -438,7 +447,7 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 		expectForbidden(c.Patch(ctx, elsewhere.DeepCopy(), hotplug), "hot-plug into a VM of another namespace")
 
 		By("leaving another workload of the namespace alone: its own RBAC says what it may do to VMs, not the guests' policies")
-		other := otherWorkloadClient(tc.Target, rbacv1.PolicyRule{
+		other, otherDone := otherWorkloadClient(tc.Target, rbacv1.PolicyRule{
 			APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachines"}, Verbs: []string{"get", "patch"},
 		})
 		for _, change := range []struct {
@@ -452,13 +461,14 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 		} {
 			Expect(other.Patch(ctx, change.vm.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(change.patch)))).To(Succeed(), change.what)
 		}
+		otherDone()
 	})
 })
 
 // otherWorkloadClient is a client of a ServiceAccount of namespace on Harvester that the provider
 // did not make (the upstream cloud provider's or CSI driver's, for instance), allowed rules
-// there by a Role of its own; all of it is deleted when the spec ends.
-func otherWorkloadClient(namespace string, rules ...rbacv1.PolicyRule) client.Client {
+// there by a Role of its own; done deletes all of it (as the spec's end does, if not called).
+func otherWorkloadClient(namespace string, rules ...rbacv1.PolicyRule) (c client.Client, done func()) {
 	GinkgoHelper()
 	h := harvesterClient()
 	meta := metav1.ObjectMeta{Namespace: namespace, Name: "other-workload"}
@@ -467,10 +477,16 @@ func otherWorkloadClient(namespace string, rules ...rbacv1.PolicyRule) client.Cl
 	binding := &rbacv1.RoleBinding{ObjectMeta: meta,
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: meta.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: meta.Name}}}
-	for _, o := range []client.Object{sa, role, binding} {
-		Expect(h.Create(ctx, o)).To(Succeed())
-		DeferCleanup(func() { Expect(client.IgnoreNotFound(h.Delete(ctx, o))).To(Succeed()) })
+	objects := []client.Object{sa, role, binding}
+	done = func() {
+		for _, o := range objects {
+			Expect(client.IgnoreNotFound(h.Delete(ctx, o))).To(Succeed())
+		}
 	}
+	for _, o := range objects {
+		Expect(h.Create(ctx, o)).To(Succeed())
+	}
+	DeferCleanup(done)
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
 	Expect(h.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
 	cfg := rest.AnonymousClientConfig(testBed.Harvester.Env.Config)
@@ -478,9 +494,9 @@ func otherWorkloadClient(namespace string, rules ...rbacv1.PolicyRule) client.Cl
 	cfg.Timeout = time.Minute
 	scheme, err := harvestersim.Scheme()
 	Expect(err).NotTo(HaveOccurred())
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
-	return c
+	return c, done
 }
 
 // minimalDomain is the least a VM needs for Harvester v1.8's webhook to take it: a memory limit
