@@ -104,6 +104,11 @@ func Start(o Options) (*Environment, error) {
 			ValidatingWebhooks: o.ValidatingWebhooks,
 		},
 	}
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		// envtest's 20 s for kube-apiserver to answer holds on an idle machine; with both e2e
+		// shards and the unit tests on two cores an apiserver took longer, five times in a row.
+		env.ControlPlaneStartTimeout = 2 * time.Minute
+	}
 	if err := protectControlPlane(env, assets); err != nil {
 		return nil, fmt.Errorf("preparing the %s control plane: %w", o.Name, err)
 	}
