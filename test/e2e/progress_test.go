@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -87,7 +88,7 @@ func attempt(check func(g Gomega)) (failure string, passed bool) {
 func clusterState(c client.Client, namespace, name string) func() string {
 	return func() string {
 		return describeClusterIn(c, namespace, name) + describeMachinesIn(c, namespace, name) +
-			describeHarvesterMachinesIn(c, namespace, name) + describeGuest(namespace, name)
+			describeHarvesterMachinesIn(c, namespace, name) + describeAddonsIn(c, namespace, name) + describeGuest(namespace, name)
 	}
 }
 
@@ -149,6 +150,25 @@ func describeGuest(namespace, name string) string {
 		for _, p := range pods.Items {
 			out += fmt.Sprintf("; pod %s %s on %q", p.Name, p.Status.Phase, p.Spec.NodeName)
 		}
+	}
+	return out + "\n"
+}
+
+// describeAddonsIn says which ClusterResourceSets CAPI has applied to the Cluster namespace/name
+// (its ClusterResourceSetBinding, named after the Cluster), resource by resource: the guest's
+// addons, our CCM among them, come that way.
+func describeAddonsIn(c client.Client, namespace, name string) string {
+	binding := &addonsv1.ClusterResourceSetBinding{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, binding); err != nil {
+		return "addons: " + err.Error() + "\n"
+	}
+	out := "addons:"
+	for _, b := range binding.Spec.Bindings {
+		out += " " + b.ClusterResourceSetName + "["
+		for _, r := range b.Resources {
+			out += fmt.Sprintf(" %s/%s applied %v", r.Kind, r.Name, ptr.Deref(r.Applied, false))
+		}
+		out += " ]"
 	}
 	return out + "\n"
 }
