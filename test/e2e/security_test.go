@@ -229,21 +229,30 @@ var _ = Describe("A peer on the webhook port", func() {
 			Expect(answer).To(ContainSubstring("more than 256 elements"), path)
 		}
 
-		By("sixteen such requests at once are each refused (400, or 429 past the eight served at once)")
-		var wg sync.WaitGroup
-		statuses := make(chan int, 16)
-		for range 16 {
-			wg.Add(1)
-			go func() {
-				defer GinkgoRecover()
-				defer wg.Done()
-				s, _ := post("/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestercluster", body)
-				statuses <- s
-			}()
+		// atOnce posts body to the defaulting path n times at once and returns the statuses.
+		atOnce := func(n int, body []byte) []int {
+			var wg sync.WaitGroup
+			statuses := make(chan int, n)
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer GinkgoRecover()
+					defer wg.Done()
+					s, _ := post("/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestercluster", body)
+					statuses <- s
+				}()
+			}
+			wg.Wait()
+			close(statuses)
+			var all []int
+			for s := range statuses {
+				all = append(all, s)
+			}
+			return all
 		}
-		wg.Wait()
-		close(statuses)
-		for s := range statuses {
+
+		By("sixteen such requests at once are each refused (400, or 429 past the eight served at once)")
+		for _, s := range atOnce(16, body) {
 			Expect(s).To(BeElementOf(http.StatusBadRequest, http.StatusTooManyRequests))
 		}
 
@@ -256,20 +265,8 @@ var _ = Describe("A peer on the webhook port", func() {
 			`"resource":{"group":"infrastructure.cluster.x-k8s.io","version":"v1alpha1","resource":"harvesterclusters"},` +
 			`"object":{"apiVersion":"infrastructure.cluster.x-k8s.io/v1alpha1","kind":"HarvesterCluster","metadata":{"name":"c","namespace":"n",` +
 			`"annotations":{"a":"` + strings.Repeat("x", (4<<20)-4096) + `"}}}}}`)
-		statuses = make(chan int, 16)
-		for range 16 {
-			wg.Add(1)
-			go func() {
-				defer GinkgoRecover()
-				defer wg.Done()
-				s, _ := post("/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestercluster", long)
-				statuses <- s
-			}()
-		}
-		wg.Wait()
-		close(statuses)
 		served := 0
-		for s := range statuses {
+		for _, s := range atOnce(16, long) {
 			Expect(s).To(BeElementOf(http.StatusOK, http.StatusTooManyRequests))
 			if s == http.StatusOK {
 				served++
