@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
 // Long steps (a control plane coming up, machines provisioned with their Nodes, a rollout or an
@@ -22,8 +24,12 @@ import (
 // several times what they take alone. waitProgressing bounds them by their progress rather than
 // by a time that holds on an idle machine only.
 const (
-	// progressStall is how long a step may show no change before its wait fails.
-	progressStall = 2 * time.Minute
+	// progressStall is how long a step may show no change before its wait fails. Some steps wait
+	// on a controller's retry rather than on an event: Cluster API's controllers retry a failed
+	// reconcile with a per-object backoff that doubles with each failure (from 5 ms: after
+	// sixteen failures while its guest came up, a ClusterResourceSet waits almost three minutes
+	// for its next try unless an event comes first), and a loaded machine makes more of them fail. 4 minutes covers such a retry, not a stuck step.
+	progressStall = 4 * time.Minute
 	// progressCap bounds a step that keeps changing but never gets there.
 	progressCap = 15 * time.Minute
 )
@@ -35,6 +41,7 @@ const (
 func waitProgressing(what string, state func() string, check func(g Gomega)) {
 	GinkgoHelper()
 	start := time.Now()
+	mark := testenv.InProcessErrorsMark()
 	var seen string
 	var changed, looked time.Time
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -57,8 +64,8 @@ func waitProgressing(what string, state func() string, check func(g Gomega)) {
 			why = fmt.Sprintf("still not there after %s", progressCap)
 		}
 		if why != "" {
-			Fail(fmt.Sprintf("Waiting for %s: %s (%s in all).\nThe last check failed with:\n%s\nWhere it stood:\n%s",
-				what, why, time.Since(start).Round(time.Second), failure, seen))
+			Fail(fmt.Sprintf("Waiting for %s: %s (%s in all).\nThe last check failed with:\n%s\nWhere it stood:\n%s\nErrors the in-process Cluster API controllers logged meanwhile (the last 20):\n%s",
+				what, why, time.Since(start).Round(time.Second), failure, seen, strings.Join(testenv.InProcessErrorsSince(mark, 20), "\n")))
 		}
 		<-tick.C
 	}

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -75,11 +75,12 @@ type Environment struct {
 
 var setLoggerOnce sync.Once
 
-// setLogger sends controller-runtime's logs to stderr when TEST_LOG is set, else nowhere.
+// setLogger sends controller-runtime's logs to stderr when TEST_LOG is set; else it keeps the
+// last errors for InProcessErrors and drops the rest.
 func setLogger() {
 	setLoggerOnce.Do(func() {
 		if os.Getenv("TEST_LOG") == "" {
-			ctrl.SetLogger(logr.Discard())
+			ctrl.SetLogger(zap.New(zap.WriteTo(inProcessErrors), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.DPanicLevel)))
 			return
 		}
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
