@@ -1,8 +1,8 @@
 // Package cloudprovider is the guest cluster's Harvester cloud controller manager: it tells the
 // guest's Kubernetes which Harvester VM each Node is (providerID, addresses, zone) and, through
 // Harvester load balancers, gives Services of type LoadBalancer their addresses. It runs with the
-// guest's own least-privilege Harvester credential (harvesterhci.io:cloudprovider in one
-// namespace) and never needs more.
+// guest's own least-privilege Harvester credential (capi-harvester-guest-cloudprovider in one
+// namespace, config/harvester/provider-identity.yaml: exactly the calls it makes).
 package cloudprovider
 
 import (

@@ -158,13 +158,15 @@ type LoadBalancerSpec struct {
 // AddonsSpec says which in-guest components get Harvester credentials.
 type AddonsSpec struct {
 	// cloudProvider grants the guest's cloud controller manager its Harvester credential
-	// (a namespaced binding to `harvesterhci.io:cloudprovider`). Defaults to true.
+	// (a binding in the target namespace to `capi-harvester-guest-cloudprovider`: load
+	// balancers, and reads of VMs and their instances). Defaults to true.
 	// +optional
 	CloudProvider *bool `json:"cloudProvider,omitempty"`
 
-	// csi grants the guest's Harvester CSI driver a binding to `harvesterhci.io:csi-driver` in
-	// the target namespace, and to `capi-harvester-guest-csi` (StorageClasses and the driver's
-	// Settings) cluster-wide. Defaults to true.
+	// csi grants the guest's Harvester CSI driver a binding to `capi-harvester-guest-csi-volumes`
+	// in the target namespace (volumes, hot-plug, snapshots, backups and restores), and to
+	// `capi-harvester-guest-csi` (a StorageClass it names and the driver's Settings)
+	// cluster-wide. Defaults to true.
 	// +optional
 	CSI *bool `json:"csi,omitempty"`
 }

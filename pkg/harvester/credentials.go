@@ -12,6 +12,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,15 +27,16 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
 
-// Harvester's ClusterRoles for guest clusters, and the provider's own for the CSI driver's
-// cluster-scoped reads.
+// The ClusterRoles a guest's credential is bound to (config/harvester/provider-identity.yaml):
+// what its CCM and its CSI driver call, verb by verb, narrower than Harvester's own
+// harvesterhci.io:cloudprovider and harvesterhci.io:csi-driver.
 const (
-	CloudProviderRole = "harvesterhci.io:cloudprovider"
-	// CSIDriverRole is bound by a RoleBinding in the target namespace only: its rules (VM patch,
-	// snapshots, backups, file systems) reach every namespace when bound cluster-wide.
-	CSIDriverRole = "harvesterhci.io:csi-driver"
-	// CSIClusterRole (config/harvester/provider-identity.yaml) holds what the CSI driver reads
-	// outside a namespace: StorageClasses and its two Settings. It is bound cluster-wide.
+	// CloudProviderRole is bound by a RoleBinding in the target namespace.
+	CloudProviderRole = "capi-harvester-guest-cloudprovider"
+	// CSIVolumesRole is bound by a RoleBinding in the target namespace (with CSI on).
+	CSIVolumesRole = "capi-harvester-guest-csi-volumes"
+	// CSIClusterRole holds what the CSI driver reads outside a namespace: a StorageClass it
+	// names and its two Settings. It is bound cluster-wide (with CSI on).
 	CSIClusterRole = "capi-harvester-guest-csi"
 )
 
@@ -80,16 +82,16 @@ type GuestIdentityService struct {
 }
 
 // CSIRoleBindingName is the RoleBinding, in the target namespace, of a guest's CSI driver to
-// Harvester's CSI role.
+// CSIVolumesRole.
 func CSIRoleBindingName(serviceAccount string) string {
 	return naming.BoundedName(serviceAccount+"-csi", 63)
 }
 
-// Ensure creates the guest's ServiceAccount, its namespaced RoleBinding to the
-// cloud-provider ClusterRole and, only when CSI is on, its RoleBinding (in the target namespace)
-// to Harvester's CSI ClusterRole and its ClusterRoleBinding to the provider's CSIClusterRole. A
-// ClusterRoleBinding of an earlier version to Harvester's CSI role (every namespace) is removed.
-// It removes the CSI bindings when CSI is off.
+// Ensure creates the guest's ServiceAccount, its RoleBinding (in the target namespace) to
+// CloudProviderRole and, only when CSI is on, its RoleBinding there to CSIVolumesRole and its
+// ClusterRoleBinding to CSIClusterRole. A binding of an earlier version to another role
+// (Harvester's own, of the same name) is replaced, and its ClusterRoleBinding to Harvester's CSI
+// role (every namespace) removed. It removes the CSI bindings when CSI is off.
 func (s *GuestIdentityService) Ensure(ctx context.Context, g GuestIdentity) error {
 	c := s.C
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.ServiceAccount, Labels: g.Labels,
@@ -110,12 +112,15 @@ func (s *GuestIdentityService) Ensure(ctx context.Context, g GuestIdentity) erro
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: CloudProviderRole},
 		Subjects:   subject,
 	}
-	if err := c.Create(ctx, rb); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := ensureRoleBinding(ctx, c, rb, g.Cluster); err != nil {
+		if e, ok := transport.AsError(err); ok {
+			return e
+		}
 		return transport.ClassifyError(err, "binding the guest to "+CloudProviderRole)
 	}
 	csiRB := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: CSIRoleBindingName(g.ServiceAccount), Labels: g.Labels},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: CSIDriverRole},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: CSIVolumesRole},
 		Subjects:   subject,
 	}
 	crb := &rbacv1.ClusterRoleBinding{
@@ -132,14 +137,45 @@ func (s *GuestIdentityService) Ensure(ctx context.Context, g GuestIdentity) erro
 		}
 		return nil
 	}
-	if err := c.Create(ctx, csiRB); err != nil && !apierrors.IsAlreadyExists(err) {
-		return transport.ClassifyError(err, "binding the guest to "+CSIDriverRole+" in its namespace")
+	if err := ensureRoleBinding(ctx, c, csiRB, g.Cluster); err != nil {
+		if e, ok := transport.AsError(err); ok {
+			return e
+		}
+		return transport.ClassifyError(err, "binding the guest to "+CSIVolumesRole+" in its namespace")
 	}
 	if err := c.Create(ctx, crb); err != nil && !apierrors.IsAlreadyExists(err) {
 		return transport.ClassifyError(err, "binding the guest to "+CSIClusterRole)
 	}
 	if err := c.Delete(ctx, legacy); client.IgnoreNotFound(err) != nil {
-		return transport.ClassifyError(err, "removing the guest's cluster-wide binding to "+CSIDriverRole)
+		return transport.ClassifyError(err, "removing the guest's cluster-wide binding to Harvester's CSI role")
+	}
+	return nil
+}
+
+// ensureRoleBinding creates want, or replaces a binding of that name, made for the guest cluster
+// of that ID, that binds another role or other subjects (a binding's role cannot be changed in
+// place): one an earlier version of the provider made to Harvester's own role, say. A binding of
+// that name made for another cluster, or by someone else, is left alone (NameTaken).
+func ensureRoleBinding(ctx context.Context, c client.Client, want *rbacv1.RoleBinding, cluster string) error {
+	err := c.Create(ctx, want.DeepCopy())
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	have := &rbacv1.RoleBinding{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(want), have); err != nil {
+		return err
+	}
+	if have.RoleRef == want.RoleRef && equality.Semantic.DeepEqual(have.Subjects, want.Subjects) {
+		return nil
+	}
+	if !guestOwns(have, cluster) {
+		return transport.NameTaken("a RoleBinding named %s already exists in Harvester namespace %s and was not made for this cluster; it is left untouched", have.Name, have.Namespace)
+	}
+	if err := c.Delete(ctx, have, client.Preconditions{UID: &have.UID}); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	if err := c.Create(ctx, want.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func TestEnsureReplacesTheClusterWideCSIBinding(t *testing.T) {
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: gi.Namespace, Name: gi.ServiceAccount}}
 	legacy := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: LegacyCSIBindingName(gi.Namespace, gi.ServiceAccount)},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: CSIDriverRole},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "harvesterhci.io:csi-driver"},
 		Subjects:   subject,
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(legacy).Build()
@@ -40,7 +40,7 @@ func TestEnsureReplacesTheClusterWideCSIBinding(t *testing.T) {
 		"the cluster-wide binding to Harvester's CSI role is gone")
 	rb := &rbacv1.RoleBinding{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: gi.Namespace, Name: CSIRoleBindingName(gi.ServiceAccount)}, rb)).To(Succeed())
-	g.Expect(rb.RoleRef.Name).To(Equal(CSIDriverRole))
+	g.Expect(rb.RoleRef.Name).To(Equal(CSIVolumesRole))
 	crb := &rbacv1.ClusterRoleBinding{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Name: naming.CSIBindingName(gi.Namespace, gi.ServiceAccount)}, crb)).To(Succeed())
 	g.Expect(crb.RoleRef.Name).To(Equal(CSIClusterRole))
@@ -52,6 +52,48 @@ func TestEnsureReplacesTheClusterWideCSIBinding(t *testing.T) {
 	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(crb), &rbacv1.ClusterRoleBinding{}))).To(BeTrue())
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: gi.Namespace, Name: gi.ServiceAccount}, &rbacv1.RoleBinding{})).To(Succeed(),
 		"the cloud-provider binding stays")
+}
+
+// A guest made by an earlier version has RoleBindings to Harvester's own, wider roles
+// (harvesterhci.io:cloudprovider, harvesterhci.io:csi-driver): Ensure replaces each by one of the
+// same name to the provider's narrower role (a binding's role cannot change in place). A binding
+// of that name someone else made is left alone, and said so.
+func TestEnsureReplacesBindingsToHarvestersOwnRoles(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	guest := naming.Guest{Namespace: "ns", Name: "prod"}
+	gi := GuestIdentity{Namespace: "guests", ServiceAccount: "guest-abc", Labels: guest.Labels(), Cluster: guest.ID(), CSI: true}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: gi.Namespace, Name: gi.ServiceAccount}}
+	earlier := func(name, role string) *rbacv1.RoleBinding {
+		return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: gi.Namespace, Name: name, Labels: guest.Labels()},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}, Subjects: subject}
+	}
+	cloud, csi := earlier(gi.ServiceAccount, "harvesterhci.io:cloudprovider"), earlier(CSIRoleBindingName(gi.ServiceAccount), "harvesterhci.io:csi-driver")
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(cloud, csi).Build()
+	s := &GuestIdentityService{C: c}
+
+	g.Expect(s.Ensure(ctx, gi)).To(Succeed())
+	for binding, role := range map[*rbacv1.RoleBinding]string{cloud: CloudProviderRole, csi: CSIVolumesRole} {
+		got := &rbacv1.RoleBinding{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(binding), got)).To(Succeed())
+		g.Expect(got.RoleRef.Name).To(Equal(role), binding.Name)
+		g.Expect(got.Subjects).To(Equal(subject), binding.Name)
+		g.Expect(got.Labels).To(Equal(guest.Labels()), binding.Name)
+	}
+	g.Expect(s.Ensure(ctx, gi)).To(Succeed(), "idempotent")
+
+	// A binding of the CSI binding's name that an admin made.
+	admins := earlier(CSIRoleBindingName(gi.ServiceAccount), "harvesterhci.io:csi-driver")
+	admins.Labels = nil
+	g.Expect(c.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: admins.ObjectMeta})).To(Succeed())
+	g.Expect(c.Create(ctx, admins)).To(Succeed())
+	err := s.Ensure(ctx, gi)
+	e, ok := transport.AsError(err)
+	g.Expect(ok).To(BeTrue(), "%v", err)
+	g.Expect(e.Reason).To(Equal(infrav1.NameTakenReason))
+	got := &rbacv1.RoleBinding{}
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(admins), got)).To(Succeed())
+	g.Expect(got.RoleRef.Name).To(Equal("harvesterhci.io:csi-driver"), "left untouched")
 }
 
 // A ServiceAccount of the guest's name that another cluster's labels mark (two management

@@ -79,7 +79,7 @@ var _ = Describe("guest credentials", func() {
 		Expect(crb.RoleRef.Name).To(Equal(harvester.CSIClusterRole))
 		csi := &rbacv1.RoleBinding{}
 		Expect(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target, Name: harvester.CSIRoleBindingName(sa)}, csi)).To(Succeed())
-		Expect(csi.RoleRef.Name).To(Equal(harvester.CSIDriverRole), "Harvester's CSI role is bound in the target namespace only")
+		Expect(csi.RoleRef.Name).To(Equal(harvester.CSIVolumesRole), "the CSI driver's namespaced calls are bound in the target namespace only")
 
 		By("using the minted credential against Harvester's real RBAC")
 		c := guestClient(kubeconfig, token)

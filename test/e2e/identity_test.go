@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -102,7 +103,7 @@ var _ = Describe("The provider's Harvester identity", func() {
 				g.Expect(client.IgnoreAlreadyExists(err)).NotTo(HaveOccurred(), what)
 			}
 		}).Should(Succeed())
-		By("never reading Secrets of other namespaces, nor binding roles other than Harvester's two")
+		By("never reading Secrets of other namespaces, nor binding roles other than the guests'")
 		expectForbidden(c.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "anything"}, &corev1.Secret{}), "read a kube-system Secret")
 		expectForbidden(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: bound, Name: "admin"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
@@ -126,7 +127,7 @@ var _ = Describe("The provider's Harvester identity", func() {
 		Expect(c.Create(ctx, toUser)).To(MatchError(ContainSubstring("only bind")))
 		By("no longer binding Harvester's CSI role cluster-wide, but removing such a binding of an earlier version")
 		wide := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: harvester.LegacyCSIBindingName(bound, "someone")},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: harvester.CSIDriverRole},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "harvesterhci.io:csi-driver"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: bound, Name: "someone"}}}
 		expectForbidden(c.Create(ctx, wide), "bind Harvester's CSI role cluster-wide")
 		Expect(harvesterClient().Create(ctx, wide)).To(Succeed())
@@ -316,9 +317,11 @@ var _ = Describe("A target namespace the admin has not bound the identity in", f
 
 var _ = Describe("A guest cluster's CSI credential", func() {
 	// Harvester's harvesterhci.io:csi-driver role allows `patch` on VMs and every verb on
-	// snapshots, file systems and remote backups. Bound cluster-wide (as Harvester's own
-	// kubeconfig generator does it) it reaches every tenant; the provider binds it in the target
-	// namespace only, and admission policies keep a guest to hot-plugging volumes into its own VMs.
+	// snapshots, file systems and remote backups and restores. Bound cluster-wide (as Harvester's
+	// own kubeconfig generator does it) it reaches every tenant; the provider binds instead the
+	// driver's own calls (capi-harvester-guest-csi-volumes) in the target namespace only, and
+	// admission policies keep a guest to hot-plugging volumes into its own VMs and restoring its
+	// own backups.
 	It("hot-plugs volumes into its own VMs only, and reaches no other namespace", func() {
 		tc := newTestCluster("csi-reach", "csi-reach")
 		var kubeconfig []byte
@@ -329,25 +332,59 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 		By("being allowed what the CSI driver does in its namespace, and nothing of it elsewhere (RBAC)")
 		can := func(verb, group, resource, namespace string) bool {
 			GinkgoHelper()
+			resource, subresource, _ := strings.Cut(resource, "/")
 			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Namespace: namespace},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Subresource: subresource, Namespace: namespace},
 			}}
 			Expect(c.Create(ctx, review)).To(Succeed())
 			return review.Status.Allowed
 		}
 		for _, r := range []struct{ verb, group, resource string }{
 			{"patch", "kubevirt.io", "virtualmachines"},
+			{"create", "", "persistentvolumeclaims"},
 			{"create", "snapshot.storage.k8s.io", "volumesnapshots"},
 			{"create", "harvesterhci.io", "volumeremotebackups"},
 			{"create", "harvesterhci.io", "volumeremoterestores"},
-			{"update", "harvesterhci.io", "networkfilesystems"},
+			{"create", "loadbalancer.harvesterhci.io", "loadbalancers"},
 		} {
 			Expect(can(r.verb, r.group, r.resource, tc.Target)).To(BeTrue(), "%s %s in its own namespace", r.verb, r.resource)
 			for _, other := range []string{"default", "h-someone-else", "harvester-system"} {
 				Expect(can(r.verb, r.group, r.resource, other)).To(BeFalse(), "%s %s in %s", r.verb, r.resource, other)
 			}
 		}
-		Expect(can("get", "storage.k8s.io", "storageclasses", "")).To(BeTrue(), "the driver reads StorageClasses")
+		Expect(can("get", "storage.k8s.io", "storageclasses", "")).To(BeTrue(), "the driver reads a StorageClass it names")
+		By("and refused, even in its namespace, what Harvester's own roles grant but neither its CCM nor its CSI driver calls")
+		for _, r := range []struct{ verb, group, resource, namespace string }{
+			{"update", "subresources.kubevirt.io", "virtualmachines/addvolume", tc.Target},
+			{"update", "subresources.kubevirt.io", "virtualmachineinstances/removevolume", tc.Target},
+			{"update", "kubevirt.io", "virtualmachines", tc.Target},
+			{"update", "", "persistentvolumeclaims/status", tc.Target},
+			{"watch", "", "persistentvolumeclaims", tc.Target},
+			{"get", "", "pods", tc.Target},
+			{"update", "harvesterhci.io", "networkfilesystems", "harvester-system"},
+			{"list", "harvesterhci.io", "volumeremotebackups", ""},
+			{"list", "storage.k8s.io", "storageclasses", ""},
+		} {
+			Expect(can(r.verb, r.group, r.resource, r.namespace)).To(BeFalse(), "%s %s in %q", r.verb, r.resource, r.namespace)
+		}
+
+		By("restoring a volume only from a backup of its own namespace (Harvester's own validator takes any)")
+		restore := func(c client.Client, namespace, from string) error {
+			vrr := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "harvesterhci.io/v1beta1", "kind": "VolumeRemoteRestore",
+				"metadata": map[string]any{"namespace": namespace, "name": "restored"},
+				"spec":     map[string]any{"type": "lh", "from": from},
+			}}
+			return c.Create(ctx, vrr, client.DryRunAll)
+		}
+		const foreign = "may restore only backups of its own namespace"
+		Expect(restore(c, tc.Target, "h-someone-else/nightly")).To(MatchError(ContainSubstring(foreign)), "another namespace's backup")
+		for _, from := range []string{tc.Target + "/nightly", "nightly"} {
+			// Harvester's validator may still refuse it (the backup does not exist), not the policy.
+			if err := restore(c, tc.Target, from); err != nil {
+				Expect(err.Error()).NotTo(ContainSubstring(foreign), "a backup of its own namespace, as %q", from)
+			}
+		}
 
 		By("a VM of its own cluster and one of another cluster sharing the target namespace")
 		vm := func(name, cluster string) *kubevirtv1.VirtualMachine {
@@ -455,6 +492,13 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 			Expect(other.Patch(ctx, change.vm.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(change.patch)))).To(Succeed(), change.what)
 		}
 		otherDone()
+		restorer, restorerDone := otherWorkloadClient(tc.Target, rbacv1.PolicyRule{
+			APIGroups: []string{"harvesterhci.io"}, Resources: []string{"volumeremoterestores"}, Verbs: []string{"create"},
+		})
+		if err := restore(restorer, tc.Target, "h-someone-else/nightly"); err != nil {
+			Expect(err.Error()).NotTo(ContainSubstring(foreign), "another workload's restore is its own RBAC's business")
+		}
+		restorerDone()
 	})
 })
 
