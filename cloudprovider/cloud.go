@@ -40,7 +40,13 @@ type Options struct {
 	ManagementNetwork string
 	NodeIPCIDRs       []string
 	ExcludedCIDRs     []string
+	// MaxLoadBalancers caps the Harvester load balancers of the cluster (--max-load-balancers);
+	// 0 means no cap.
+	MaxLoadBalancers int
 }
+
+// DefaultMaxLoadBalancers is --max-load-balancers' default.
+const DefaultMaxLoadBalancers = 20
 
 // Cloud is the Harvester cloud provider.
 type Cloud struct {

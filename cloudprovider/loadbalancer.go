@@ -40,6 +40,7 @@ const (
 	ReasonSharedPortConflict    = "SharedIPPortConflict"
 	ReasonPrimaryServiceInUse   = "PrimaryServiceInUse"
 	ReasonHealthCheckIgnored    = "HealthCheckIgnored"
+	ReasonLoadBalancerLimit     = "LoadBalancerLimitReached"
 )
 
 const (
@@ -202,6 +203,9 @@ func (l *loadBalancers) ensureHarvesterLB(ctx context.Context, svc *corev1.Servi
 		return nil, err
 	}
 	if lb == nil {
+		if err := l.checkLimit(ctx, svc); err != nil {
+			return nil, err
+		}
 		if err := l.cloud.client.Create(ctx, desired); err != nil {
 			return nil, fmt.Errorf("creating load balancer %s/%s for Service %s/%s: %w", desired.Namespace, desired.Name, svc.Namespace, svc.Name, err)
 		}
@@ -413,6 +417,29 @@ func (l *loadBalancers) checkSharedPorts(svc, primary *corev1.Service) error {
 			return fmt.Errorf("port %d/%s of Service %s/%s is already used on the address it shares with %s/%s (by %s)",
 				p.Port, p.Protocol, svc.Namespace, svc.Name, primary.Namespace, primary.Name, owner)
 		}
+	}
+	return nil
+}
+
+// checkLimit refuses a new load balancer when the guest cluster has Options.MaxLoadBalancers of
+// them already: every load balancer holds an address of a pool other guests may draw from, and
+// a guest user who can create Services must not be able to empty it. The count is a live list
+// (by this cluster's label), not the cache, so that Services made one after the other are each
+// counted with the ones before.
+func (l *loadBalancers) checkLimit(ctx context.Context, svc *corev1.Service) error {
+	limit := l.cloud.opts.MaxLoadBalancers
+	if limit <= 0 {
+		return nil
+	}
+	list := &lbv1.LoadBalancerList{}
+	if err := l.cloud.client.List(ctx, list, client.InNamespace(l.cloud.namespace),
+		client.MatchingLabels{guestcloud.LabelLBCluster: guestcloud.LabelValue(l.cluster())}); err != nil {
+		return fmt.Errorf("counting the cluster's load balancers in %s: %w", l.cloud.namespace, err)
+	}
+	if len(list.Items) >= limit {
+		return l.refuse(svc, ReasonLoadBalancerLimit, fmt.Errorf(
+			"Service %s/%s gets no load balancer: the cluster has %d, its limit (--max-load-balancers); delete a Service of type LoadBalancer or share an address (annotation %s)",
+			svc.Namespace, svc.Name, len(list.Items), guestcloud.AnnotationServicePrimaryService))
 	}
 	return nil
 }

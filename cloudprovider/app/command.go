@@ -34,6 +34,8 @@ func NewCommand(stop <-chan struct{}) (*cobra.Command, error) {
 		"CIDRs that choose a node's InternalIPs when kubelet's --node-ip does not.")
 	fs.StringSliceVar(&opts.ExcludedCIDRs, "excluded-cidr", nil,
 		"CIDRs whose addresses are never reported as node addresses.")
+	fs.IntVar(&opts.MaxLoadBalancers, "max-load-balancers", harvestercloud.DefaultMaxLoadBalancers,
+		"Most Harvester load balancers the cluster may have (one per Service of type LoadBalancer that shares no address); a Service beyond it gets none and a LoadBalancerLimitReached event. 0: no limit.")
 
 	// The framework gives the initialiser no way to return an error: a CCM that cannot
 	// initialise its cloud exits, as every CCM on this framework does.
@@ -54,6 +56,9 @@ func newCloud(cfg *config.CompletedConfig, opts harvestercloud.Options) (*harves
 		return nil, fmt.Errorf("--cloud-provider must be %q", harvestercloud.ProviderName)
 	}
 	opts.ClusterName = shared.ClusterName
+	if opts.MaxLoadBalancers < 0 {
+		return nil, fmt.Errorf("--max-load-balancers must be 0 (no limit) or more, not %d", opts.MaxLoadBalancers)
+	}
 	f, err := os.Open(shared.CloudProvider.CloudConfigFile)
 	if err != nil {
 		return nil, fmt.Errorf("opening the cloud config: %w", err)

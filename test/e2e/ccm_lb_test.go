@@ -429,4 +429,47 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		lbGone(leaseLB)
 		Expect(harvesterClient().Delete(ctx, &lbv1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: lateIPs}})).To(Succeed())
 	})
+
+	It("gives a guest at most --max-load-balancers load balancers, however many Services its users make", func() {
+		// A CCM of the same cluster with a cap of 2 (the shipped default is DefaultMaxLoadBalancers).
+		capped := guestCloud(tc, harvestercloud.Options{ClusterName: clusterName, MaxLoadBalancers: 2})
+		cappedCtx, stopCapped := context.WithCancel(ctx)
+		defer stopCapped()
+		Expect(capped.StartLoadBalancers(cappedCtx, ccmClient)).To(Succeed())
+		limited, ok := capped.LoadBalancer()
+		Expect(ok).To(BeTrue())
+		dhcp := map[string]string{guestcloud.AnnotationServiceIPAM: "dhcp"}
+		ensureCapped := func(svc *corev1.Service) error {
+			_, err := limited.EnsureLoadBalancer(ctx, clusterName, latest(svc), nil)
+			return err
+		}
+
+		By("serving the first two Services")
+		first, second := create(lbService("cap-1", dhcp, tcp(80))), create(lbService("cap-2", dhcp, tcp(80)))
+		for _, svc := range []*corev1.Service{first, second} {
+			Eventually(func() error { return ensureCapped(svc) }).Should(Succeed(), svc.Name)
+		}
+		By("refusing a third, with an event that says why, and making no load balancer for it")
+		third := create(lbService("cap-3", dhcp, tcp(80)))
+		Expect(ensureCapped(third)).To(MatchError(ContainSubstring("its limit (--max-load-balancers)")))
+		Eventually(events(third)).Should(event(harvestercloud.ReasonLoadBalancerLimit, "the cluster has 2"))
+		Expect(apierrors.IsNotFound(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target,
+			Name: limited.GetLoadBalancerName(ctx, clusterName, third)}, &lbv1.LoadBalancer{}))).To(BeTrue())
+		By("a Service that shares an address needs no load balancer of its own")
+		sharing := create(lbService("cap-shares", map[string]string{guestcloud.AnnotationServicePrimaryService: first.Namespace + "/" + first.Name}, tcp(81)))
+		Eventually(func() error { return ensureCapped(sharing) }).Should(Succeed())
+		By("serving the third once one of the first two is gone")
+		Expect(limited.EnsureLoadBalancerDeleted(ctx, clusterName, latest(second))).To(Succeed())
+		Expect(guestAdmin.Delete(ctx, second)).To(Succeed())
+		lbGone(limited.GetLoadBalancerName(ctx, clusterName, second))
+		Eventually(func() error { return ensureCapped(third) }).Should(Succeed())
+
+		for _, svc := range []*corev1.Service{sharing, third, first} {
+			Expect(limited.EnsureLoadBalancerDeleted(ctx, clusterName, latest(svc))).To(Succeed())
+			Expect(guestAdmin.Delete(ctx, svc)).To(Succeed())
+		}
+		for _, svc := range []*corev1.Service{third, first} {
+			lbGone(limited.GetLoadBalancerName(ctx, clusterName, svc))
+		}
+	})
 })
