@@ -66,6 +66,7 @@ func requiredValues(namespace string) map[string]string {
 		"CLUSTER_NAME":           "tpl",
 		"NAMESPACE":              namespace,
 		"KUBERNETES_VERSION":     "v1.35.4",
+		"HARVESTER_NAMESPACE":    "guests",
 		"HARVESTER_NETWORK":      "default/vlan10",
 		"HARVESTER_IMAGE":        "default/ubuntu-24.04",
 		"RKE2_VERSION":           "v1.33.5+rke2r1",
