@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -83,7 +84,21 @@ type Provider struct {
 	mu          sync.Mutex
 	cmd         *exec.Cmd
 	done        chan error
+	// ending is set while the bed itself stops or kills the manager; restarts counts the times
+	// it ended by itself and was started again, as the kubelet does (restartPolicy Always);
+	// lastExit is how it ended the last time; restart is the pending restart.
+	ending   bool
+	restarts int
+	lastExit error
+	restart  *time.Timer
 }
+
+// Restart back-off of a manager that ended by itself: the kubelet's for a crashing container
+// (10 s, doubled each time, at most 5 minutes). Variables for the bed's own test.
+var (
+	restartBackoff    = 10 * time.Second
+	restartBackoffMax = 5 * time.Minute
+)
 
 // ProcessOverrides are the only flags the bed adds to the Deployment's: what a process outside a
 // pod needs. The kubeconfig (a pod gets its ServiceAccount token mounted), listen addresses (many
@@ -362,9 +377,19 @@ func (p *Provider) serviceAccountKubeconfig(ctx context.Context, mgmt *testenv.E
 func (p *Provider) Start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.start(ctx)
+}
+
+// start is Start with p.mu held.
+func (p *Provider) start(ctx context.Context) error {
 	if p.cmd != nil {
 		return errors.New("the manager is running")
 	}
+	if p.restart != nil {
+		p.restart.Stop()
+		p.restart = nil
+	}
+	p.ending = false
 	logFile, err := os.OpenFile(p.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -379,8 +404,10 @@ func (p *Provider) Start(ctx context.Context) error {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- cmd.Wait()
+		err := cmd.Wait()
 		_ = logFile.Close()
+		done <- err
+		p.exited(cmd, err)
 	}()
 	p.cmd, p.done = cmd, done
 	readyURL := "http://" + p.HealthAddr + "/readyz"
@@ -404,10 +431,74 @@ func (p *Provider) Start(ctx context.Context) error {
 	return nil
 }
 
+// exited is told when a manager process ends. One the bed did not end (a crash, or leadership
+// lost while the management apiserver was too slow to renew its lease) is started again after
+// the kubelet's back-off, as its Deployment's pod would be.
+func (p *Provider) exited(cmd *exec.Cmd, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ending || p.cmd != cmd {
+		return
+	}
+	p.restarts++
+	p.lastExit = err
+	backoff := restartBackoff
+	for i := 1; i < p.restarts && backoff < restartBackoffMax; i++ {
+		backoff *= 2
+	}
+	backoff = min(backoff, restartBackoffMax)
+	_, _ = fmt.Fprintf(logWriter(p.LogFile), "--- bed: the manager ended by itself (%v); starting it again in %s, as the kubelet would (restart %d) ---\n", err, backoff, p.restarts)
+	p.restart = time.AfterFunc(backoff, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.cmd != cmd || p.ending {
+			return
+		}
+		p.cmd, p.restart = nil, nil
+		// A start that fails ends its process, which comes back here.
+		_ = p.start(context.Background())
+	})
+}
+
+// logWriter appends to a log file (a line of the bed's own among the manager's).
+func logWriter(path string) io.Writer {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return io.Discard
+	}
+	return &closingWriter{f}
+}
+
+type closingWriter struct{ f *os.File }
+
+func (w *closingWriter) Write(b []byte) (int, error) {
+	defer w.f.Close()
+	return w.f.Write(b)
+}
+
+// Restarts says how many times the manager ended by itself and was started again, and how it
+// ended the last time.
+func (p *Provider) Restarts() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarts, p.lastExit
+}
+
+// stopRestart cancels a pending restart and marks what follows as the bed's own doing. The
+// caller holds p.mu.
+func (p *Provider) stopRestart() {
+	p.ending = true
+	if p.restart != nil {
+		p.restart.Stop()
+		p.restart = nil
+	}
+}
+
 // Stop ends the manager as the kubelet does: SIGTERM, then SIGKILL after the grace period.
 func (p *Provider) Stop() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.stopRestart()
 	if p.cmd == nil {
 		return nil
 	}
@@ -431,6 +522,7 @@ func (p *Provider) Stop() error {
 func (p *Provider) Kill() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.stopRestart()
 	if p.cmd == nil {
 		return nil
 	}
@@ -461,9 +553,8 @@ func (p *Provider) Pid() int {
 func (p *Provider) Log() ([]byte, error) { return os.ReadFile(p.LogFile) }
 
 // Exited says whether the manager the bed started has ended without being stopped or killed
-// by the bed (a crash, or leadership lost), and how. A pod would be restarted; the bed does
-// not restart it, so every later request to its webhooks is refused, and a failed spec says
-// why with this.
+// by the bed (a crash, or leadership lost), and how, and has not been started again yet (the
+// bed restarts it after the kubelet's back-off; Restarts counts those).
 func (p *Provider) Exited() (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

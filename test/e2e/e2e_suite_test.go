@@ -98,12 +98,15 @@ var _ = AfterSuite(func() {
 	}
 })
 
-// A failed spec says whether the manager was still running and shows the end of its log: the
-// bed does not restart it as a Deployment would, so one that ended fails every later spec with
-// refused webhook calls, and its log goes with the bed.
+// A failed spec says whether the manager was still running, how often it ended by itself (the
+// bed starts it again as the kubelet would), and shows the end of its log, which goes with the
+// bed.
 var _ = AfterEach(func() {
 	if !CurrentSpecReport().Failed() || testBed == nil || testBed.Provider == nil {
 		return
+	}
+	if restarts, last := testBed.Provider.Restarts(); restarts > 0 {
+		GinkgoWriter.Printf("--- the manager ended by itself %d times so far (the last: %v) and was started again ---\n", restarts, last)
 	}
 	if exited, err := testBed.Provider.Exited(); exited {
 		GinkgoWriter.Printf("--- the manager had exited (%v); the last lines of its log ---\n%s\n", err, testBed.Provider.LogTail(60))

@@ -1,0 +1,84 @@
+package bed
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+// TestMain lets this test binary play a manager (fakeManager) when the bed's test starts it so.
+func TestMain(m *testing.M) {
+	if os.Getenv("BED_FAKE_MANAGER") != "" {
+		fakeManager()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// fakeManager serves /readyz on BED_FAKE_HEALTH. Its first run (no BED_FAKE_MARKER file yet)
+// ends by itself with status 1 once it has been ready a moment, as a manager that lost its
+// leader lease does; later runs serve until they are stopped.
+func fakeManager() {
+	first := false
+	if _, err := os.Stat(os.Getenv("BED_FAKE_MARKER")); errors.Is(err, os.ErrNotExist) {
+		first = true
+		_ = os.WriteFile(os.Getenv("BED_FAKE_MARKER"), nil, 0o600)
+	}
+	l, err := net.Listen("tcp", os.Getenv("BED_FAKE_HEALTH"))
+	if err != nil {
+		os.Exit(2)
+	}
+	go func() {
+		_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	}()
+	if first {
+		time.Sleep(300 * time.Millisecond)
+		os.Exit(1)
+	}
+	select {}
+}
+
+// A manager that ends by itself (leadership lost, a crash) is started again after a back-off, as
+// its Deployment's pod would be by the kubelet; one the bed stops or kills is not.
+func TestAManagerThatEndsByItselfIsStartedAgain(t *testing.T) {
+	g := NewWithT(t)
+	restartBackoff, restartBackoffMax = 200*time.Millisecond, time.Second
+	t.Cleanup(func() { restartBackoff, restartBackoffMax = 10*time.Second, 5*time.Minute })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	health := l.Addr().String()
+	g.Expect(l.Close()).To(Succeed())
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	g.Expect(err).NotTo(HaveOccurred())
+	p := &Provider{binary: exe, workDir: dir, LogFile: filepath.Join(dir, "manager.log"), HealthAddr: health,
+		env: append(os.Environ(), "BED_FAKE_MANAGER=1", "BED_FAKE_HEALTH="+health, "BED_FAKE_MARKER="+filepath.Join(dir, "ran"))}
+
+	g.Expect(p.Start(t.Context())).To(Succeed())
+	first := p.Pid()
+	g.Eventually(func() int { n, _ := p.Restarts(); return n }, 10*time.Second).Should(Equal(1), "started again once")
+	g.Eventually(func() bool { pid := p.Pid(); return pid != 0 && pid != first }, 10*time.Second).Should(BeTrue(), "a new process")
+	g.Eventually(func() bool { exited, _ := p.Exited(); return exited }, 2*time.Second).Should(BeFalse())
+	_, last := p.Restarts()
+	g.Expect(last).To(MatchError(ContainSubstring("exit status 1")))
+	log, err := p.Log()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(log)).To(ContainSubstring("the manager ended by itself"))
+
+	g.Expect(p.Stop()).To(Succeed())
+	g.Consistently(p.Pid, time.Second).Should(BeZero(), "a manager the bed stopped stays stopped")
+	n, _ := p.Restarts()
+	g.Expect(n).To(Equal(1))
+
+	g.Expect(p.Start(t.Context())).To(Succeed())
+	g.Expect(p.Kill()).To(Succeed())
+	g.Consistently(p.Pid, time.Second).Should(BeZero(), "nor one the bed killed")
+	n, _ = p.Restarts()
+	g.Expect(n).To(Equal(1))
+}
