@@ -456,6 +456,12 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		Expect(apierrors.IsNotFound(harvesterClient().Get(ctx, client.ObjectKey{Namespace: tc.Target,
 			Name: limited.GetLoadBalancerName(ctx, clusterName, third)}, &lbv1.LoadBalancer{}))).To(BeTrue())
 		By("a Service that shares an address needs no load balancer of its own")
+		// kube-vip leases the primary's address and writes it to its status.
+		Eventually(func(g Gomega) {
+			svc := latest(first)
+			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.10.200.78", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
+			g.Expect(guestAdmin.Status().Update(ctx, svc)).To(Succeed())
+		}).Should(Succeed())
 		sharing := create(lbService("cap-shares", map[string]string{guestcloud.AnnotationServicePrimaryService: first.Namespace + "/" + first.Name}, tcp(81)))
 		Eventually(func() error { return ensureCapped(sharing) }).Should(Succeed())
 		By("serving the third once one of the first two is gone")
