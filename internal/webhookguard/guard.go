@@ -11,7 +11,9 @@
 //   - refuses anything but a POST;
 //   - holds at most MaxInFlight requests, and MaxBytesInFlight bytes of their bodies, at once;
 //     the next waits up to QueueWait for a place, then is refused with 429 Too Many Requests;
-//   - reads at most MaxBytes of the body (413 Request Entity Too Large past that, unread);
+//   - reads at most MaxBytes of the body (413 Request Entity Too Large past that, unread), and
+//     for at most ReadTimeout (408 Request Timeout past that): a peer that declares a large body
+//     and sends it slowly gives its place and its bytes back then;
 //   - follows the JSON as it arrives, without building it, and refuses (400) a body that holds
 //     more than MaxTokens tokens, an array of more than MaxArrayLen elements, or nests deeper
 //     than MaxDepth as soon as the part read shows it, and one that is not JSON once read.
@@ -58,6 +60,9 @@ type Options struct {
 	MaxBytesInFlight int64
 	// QueueWait is how long a request waits for a place before it is refused.
 	QueueWait time.Duration
+	// ReadTimeout is how long a request's body may take to arrive once it has its place (0: no
+	// bound).
+	ReadTimeout time.Duration
 	// Limits apply to every path not in Paths.
 	Limits Limits
 	// Paths give some paths limits of their own.
@@ -67,7 +72,9 @@ type Options struct {
 // DefaultOptions are the manager's: admission reviews of the provider's kinds and of Secrets
 // (4 MiB, 20,000 tokens: a Secret of the API server's largest, old and new), Cluster API's
 // runtime hooks (which carry a machine's objects, current and desired: 8 MiB, 50,000 tokens),
-// 8 requests and 8 MiB of bodies at once. Serving a review allocates about 23 times its size
+// 8 requests and 8 MiB of bodies at once, each body read within 10 s (the API server sends a
+// review at once; its own call to a webhook times out after 10 s by default, 30 at most).
+// Serving a review allocates about 23 times its size
 // (controller-runtime's admission handler, TestTheLargestValidReviewCosts), so what the port can
 // make the manager allocate at once stays under 28 times 8 MiB, whoever posts.
 func DefaultOptions(hookPathPrefix string) Options {
@@ -75,6 +82,7 @@ func DefaultOptions(hookPathPrefix string) Options {
 		MaxInFlight:      8,
 		MaxBytesInFlight: 8 << 20,
 		QueueWait:        5 * time.Second,
+		ReadTimeout:      10 * time.Second,
 		Limits:           Limits{MaxBytes: 4 << 20, MaxTokens: 20_000, MaxDepth: 48, MaxArrayLen: 256},
 		Paths:            map[string]Limits{hookPathPrefix: {MaxBytes: 8 << 20, MaxTokens: 50_000, MaxDepth: 48, MaxArrayLen: 256}},
 	}
@@ -147,8 +155,16 @@ func (s *Server) Guard(path string, handler http.Handler) http.Handler {
 			return
 		}
 		defer s.release(size)
+		if s.options.ReadTimeout > 0 {
+			// A writer that cannot take a deadline (a test's recorder) reads without one.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.options.ReadTimeout))
+		}
 		body, status, err := readShaped(http.MaxBytesReader(w, r.Body, limits.MaxBytes), size, limits)
 		if err != nil {
+			var timeout interface{ Timeout() bool }
+			if errors.As(err, &timeout) && timeout.Timeout() {
+				status, err = http.StatusRequestTimeout, fmt.Errorf("the request body did not arrive within %s", s.options.ReadTimeout)
+			}
 			http.Error(w, err.Error(), status)
 			return
 		}

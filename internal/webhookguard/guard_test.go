@@ -1,9 +1,12 @@
 package webhookguard
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	goruntime "runtime"
@@ -358,5 +361,59 @@ func TestTheLargestValidReviewCosts(t *testing.T) {
 	// DefaultOptions' bound on memory, and the e2e test's, assume at most 28.
 	if times > 28 {
 		t.Errorf("a review costs %.1f times its size; DefaultOptions and the e2e bound assume at most 28", times)
+	}
+}
+
+// A peer that declares a body and then sends it slowly holds its place and its bytes only until
+// ReadTimeout: it gets 408 Request Timeout, and a request that waited for the place is served.
+func TestASlowSenderGivesItsPlaceBackAfterTheReadTimeout(t *testing.T) {
+	mux := http.NewServeMux()
+	rec := &recorder{handlers: map[string]http.Handler{}}
+	Wrap(rec, Options{MaxInFlight: 1, QueueWait: 5 * time.Second, ReadTimeout: 300 * time.Millisecond,
+		Limits: Limits{MaxBytes: 1 << 20, MaxTokens: 10, MaxDepth: 4, MaxArrayLen: 4}}).
+		Register("/hook", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	mux.Handle("/hook", rec.handlers["/hook"])
+	server := httptest.NewServer(mux)
+	defer server.Close()
+
+	// The slow sender: 1 MiB declared, 10 bytes sent, then nothing.
+	conn, err := net.Dial("tcp", server.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "POST /hook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"a\":\"xxx", 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	slow := make(chan int, 1)
+	go func() {
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			slow <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		slow <- resp.StatusCode
+	}()
+
+	start := time.Now()
+	resp, err := http.Post(server.URL+"/hook", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the request that waited for the slow sender's place: status %d, want 200", resp.StatusCode)
+	}
+	if waited := time.Since(start); waited > 3*time.Second {
+		t.Errorf("it waited %s: the slow sender kept its place past the read timeout", waited)
+	}
+	select {
+	case code := <-slow:
+		if code != http.StatusRequestTimeout {
+			t.Errorf("the slow sender: status %d, want 408", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the slow sender got no answer")
 	}
 }
