@@ -16,7 +16,8 @@ const (
 	SkipHarvesterCleanupAnnotation = "harvester.infrastructure.cluster.x-k8s.io/skip-harvester-cleanup"
 
 	// OwnerMarkAnnotation holds a HarvesterCluster's owner mark: set by the provider when it
-	// first reconciles the cluster (10 hex characters, from the object's UID), before anything
+	// first reconciles the cluster (16 hex characters, from the object's UID; 10 for a cluster an
+	// earlier version marked), before anything
 	// is made on Harvester, and part of every name and label it writes there for the cluster.
 	// Two management clusters that share a Harvester namespace thus never take each other's
 	// objects for their own, even for clusters of the same namespace and name. clusterctl move

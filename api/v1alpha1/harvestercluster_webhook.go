@@ -88,14 +88,14 @@ func (w *HarvesterClusterWebhook) ValidateUpdate(_ context.Context, oldC, newC *
 	return nil, invalid("HarvesterCluster", newC.Name, errs)
 }
 
-var ownerMarkPattern = regexp.MustCompile(`^([0-9a-f]{10})?$`)
+var ownerMarkPattern = regexp.MustCompile(`^([0-9a-f]{16}|[0-9a-f]{10})?$`)
 
 // deleteForMoveAnnotation is clusterctl's mark of an object it deletes from the source
 // management cluster after moving it (clusterctl's API, which api/ does not import).
 const deleteForMoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
 
-// validateOwnerMark checks the owner-mark annotation (see OwnerMarkAnnotation): 10 lower-case
-// hex characters, or empty; once recorded, never changed nor removed, since it names the
+// validateOwnerMark checks the owner-mark annotation (see OwnerMarkAnnotation): 16 lower-case
+// hex characters (10 for a cluster an earlier version marked), or empty; once recorded, never changed nor removed, since it names the
 // cluster's objects on Harvester. A cluster that has the provider's finalizer but no mark was
 // first reconciled by a version without marks: only the empty mark may be recorded for it.
 // On create (old is nil) any well-formed mark is accepted, as clusterctl move brings one; the
@@ -104,7 +104,7 @@ func validateOwnerMark(old, c *HarvesterCluster) field.ErrorList {
 	path := field.NewPath("metadata", "annotations").Key(OwnerMarkAnnotation)
 	mark, marked := c.Annotations[OwnerMarkAnnotation]
 	if marked && !ownerMarkPattern.MatchString(mark) {
-		return field.ErrorList{field.Invalid(path, mark, "must be 10 lower-case hexadecimal characters, or empty")}
+		return field.ErrorList{field.Invalid(path, mark, "must be 16 lower-case hexadecimal characters (10 for a cluster marked by an earlier version), or empty")}
 	}
 	if old == nil {
 		return nil

@@ -312,6 +312,13 @@ func TestWebhookKeepsTheOwnerMark(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "clusterctl move creates clusters with their mark")
 	_, err = w.ValidateCreate(ctx, withMark(&bad))
 	g.Expect(err).To(MatchError(ContainSubstring(OwnerMarkAnnotation)))
+	current := "0123456789abcdef"
+	_, err = w.ValidateCreate(ctx, withMark(&current))
+	g.Expect(err).NotTo(HaveOccurred(), "a mark of this version's length")
+	for _, odd := range []string{"0123456789a", "0123456789ABCDEF", "0123456789abcdef0"} {
+		_, err = w.ValidateCreate(ctx, withMark(&odd))
+		g.Expect(err).To(MatchError(ContainSubstring(OwnerMarkAnnotation)), odd)
+	}
 
 	for _, tc := range []struct {
 		name     string

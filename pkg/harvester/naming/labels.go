@@ -103,29 +103,43 @@ func GuestOf(hc *infrav1.HarvesterCluster, clusterName string) (g Guest, ok bool
 	return g, slices.Contains(hc.Finalizers, infrav1.ClusterFinalizer)
 }
 
-// NewOwnerMark is the owner mark of a HarvesterCluster first reconciled with this UID: 10 hex
+// NewOwnerMark is the owner mark of a HarvesterCluster first reconciled with this UID: 16 hex
 // characters of its hash, unique to the object and so to its management cluster. It is kept
 // in an annotation, which clusterctl move carries while the UID changes.
 func NewOwnerMark(uid types.UID) string {
 	sum := sha256.Sum256([]byte(uid))
-	return hex.EncodeToString(sum[:])[:ownerMarkLength]
+	return hex.EncodeToString(sum[:])[:OwnerMarkLength]
 }
 
-const ownerMarkLength = 10
+// OwnerMarkLength is the length of the marks NewOwnerMark makes; LegacyOwnerMarkLength that of
+// the marks earlier versions made, which clusters marked then keep.
+const (
+	OwnerMarkLength       = 16
+	LegacyOwnerMarkLength = 10
+)
+
+// idHashLength is how many hex characters of a hash shorten the ID of a cluster whose name is
+// too long for it, with a mark of OwnerMarkLength: 96 bits, so that no one can search for a name
+// and mark whose ID is another cluster's. Clusters with the empty or a legacy mark keep the
+// 10 characters (40 bits) their IDs were made with.
+const idHashLength = 24
 
 // ID is the value of LabelCluster for the guest cluster, and its cloud provider's
 // --cluster-name: `<namespace>.<name>-<mark>` (`<namespace>.<name>` for the empty mark),
 // shortened with a hash when it does not fit a label value, so that it stays unique.
 func (g Guest) ID() string {
-	if g.Mark == "" {
-		return BoundedName(g.Namespace+"."+g.Name, 63)
-	}
 	base := g.Namespace + "." + g.Name
-	if len(base) > 63-ownerMarkLength-1 {
+	switch {
+	case g.Mark == "":
+		return BoundedName(base, 63)
+	case len(base) <= 63-len(g.Mark)-1:
+		return base + "-" + g.Mark
+	case len(g.Mark) == LegacyOwnerMarkLength:
 		// The mark alone would not tell apart two long names of one management cluster.
 		return hashedName(base+"/"+g.Mark, base, 63)
+	default:
+		return hashedNameOf(base+"/"+g.Mark, base, 63, idHashLength)
 	}
-	return base + "-" + g.Mark
 }
 
 // Labels are the labels every object of the guest cluster carries.
@@ -162,9 +176,12 @@ func BoundedName(s string, max int) string {
 // hashedName is a prefix of base, "-" and 10 hex characters of the hash of key, at most max
 // characters (just the hash when no prefix is left). The hash covers all of key, so that names
 // that share a long prefix stay distinct.
-func hashedName(key, base string, max int) string {
+func hashedName(key, base string, max int) string { return hashedNameOf(key, base, max, 10) }
+
+// hashedNameOf is hashedName with n hex characters of the hash.
+func hashedNameOf(key, base string, max, n int) string {
 	sum := sha256.Sum256([]byte(key))
-	suffix := hex.EncodeToString(sum[:])[:10]
+	suffix := hex.EncodeToString(sum[:])[:n]
 	if len(base) > max-len(suffix)-1 {
 		base = base[:max-len(suffix)-1]
 	}

@@ -62,7 +62,7 @@ func TestGuestOfTellsManagementClustersApart(t *testing.T) {
 	g.Expect(legacy.ServiceAccountName()).To(Equal("guest-prod-" + sha10("default/prod")))
 
 	markA, markB := NewOwnerMark("uid-in-management-a"), NewOwnerMark("uid-in-management-b")
-	g.Expect(markA).To(MatchRegexp(`^[0-9a-f]{10}$`))
+	g.Expect(markA).To(MatchRegexp(`^[0-9a-f]{16}$`))
 	a, _ := GuestOf(hc("u1", map[string]string{infrav1.OwnerMarkAnnotation: markA}, infrav1.ClusterFinalizer), "prod")
 	b, _ := GuestOf(hc("u2", map[string]string{infrav1.OwnerMarkAnnotation: markB}, infrav1.ClusterFinalizer), "prod")
 	for _, pair := range [][2]string{{a.ID(), b.ID()}, {a.LoadBalancerName(), b.LoadBalancerName()}, {a.ServiceAccountName(), b.ServiceAccountName()}} {
@@ -85,6 +85,31 @@ func TestGuestOfTellsManagementClustersApart(t *testing.T) {
 func sha10(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])[:10]
+}
+
+// A cluster whose namespace and name are too long for its ID is told apart by a hash of them and
+// its mark: 24 hex characters (96 bits) for a mark made now, so that no name and mark can be
+// searched for whose ID is another cluster's; clusters marked by an earlier version (10
+// characters) or before marks keep the IDs their objects on Harvester are labelled with.
+func TestLongClusterIDsAreHashedBeyondSearch(t *testing.T) {
+	g := NewWithT(t)
+	long := strings.Repeat("n", 40)
+	mark := NewOwnerMark("uid")
+	id := Guest{Namespace: long, Name: "prod-cluster-of-the-team", Mark: mark}.ID()
+	g.Expect(id).To(HaveLen(63))
+	g.Expect(id).To(MatchRegexp(`^n+-[0-9a-f]{24}$`))
+	g.Expect(validation.IsValidLabelValue(id)).To(BeEmpty())
+	g.Expect(Guest{Namespace: long, Name: "prod-cluster-of-the-teaM", Mark: mark}.ID()).NotTo(Equal(id), "the hash covers the whole name")
+	g.Expect(Guest{Namespace: long, Name: "prod-cluster-of-the-team", Mark: NewOwnerMark("other")}.ID()).NotTo(Equal(id), "and the mark")
+	g.Expect(Guest{Namespace: "short", Name: "prod", Mark: mark}.ID()).To(Equal("short.prod-"+mark), "a short one is readable")
+
+	// The IDs of earlier versions, unchanged.
+	legacyMark := "0123456789"
+	base := long + ".prod-cluster-of-the-team"
+	g.Expect(Guest{Namespace: long, Name: "prod-cluster-of-the-team", Mark: legacyMark}.ID()).
+		To(Equal(base[:52] + "-" + sha10(base+"/"+legacyMark)))
+	g.Expect(Guest{Namespace: long, Name: "prod-cluster-of-the-team"}.ID()).To(Equal(base[:52] + "-" + sha10(base)))
+	g.Expect(Guest{Namespace: "short", Name: "prod", Mark: legacyMark}.ID()).To(Equal("short.prod-" + legacyMark))
 }
 
 // The cluster ID of the guest's load balancers (guestcloud.ServiceLoadBalancerName) is
