@@ -138,16 +138,6 @@ var _ = Describe("A provisioned machine's VM deleted outside the provider", func
 		tc := newTestCluster("vm-gone", "vm-gone")
 		tc.controlPlaneMachine("vm-gone-cp-0")
 		tc.machineDeployment("workers", "workers", 1, machineSpec())
-		Expect(mgmt().Create(ctx, &clusterv1.MachineHealthCheck{
-			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "workers"},
-			Spec: clusterv1.MachineHealthCheckSpec{
-				ClusterName: tc.Name,
-				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": "workers"}},
-				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyMachineConditions: []clusterv1.UnhealthyMachineCondition{{
-					Type: clusterv1.MachineInfrastructureReadyCondition, Status: metav1.ConditionFalse, TimeoutSeconds: ptr.To[int32](1),
-				}}},
-			},
-		})).To(Succeed())
 		var old infrav1.HarvesterMachine
 		waitProgressing("the worker provisioned", tc.state, func(g Gomega) {
 			hms := &infrav1.HarvesterMachineList{}
@@ -161,19 +151,14 @@ var _ = Describe("A provisioned machine's VM deleted outside the provider", func
 		vmKey := client.ObjectKey{Namespace: tc.Target, Name: old.Status.VirtualMachine.Name}
 		Expect(harvesterClient().Delete(ctx, &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: vmKey.Namespace, Name: vmKey.Name}})).To(Succeed())
 
-		By("reporting it as terminal, and getting a new machine from the MachineHealthCheck")
-		waitProgressing("a new worker provisioned in place of the one whose VM was deleted", tc.state, func(g Gomega) {
-			hms := &infrav1.HarvesterMachineList{}
-			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.MatchingLabels{"pool": "workers"})).To(Succeed())
-			var replaced bool
-			for _, hm := range hms.Items {
-				if hm.Name != old.Name && ptr.Deref(hm.Status.Initialization.Provisioned, false) {
-					replaced = true
-				}
-			}
-			g.Expect(replaced).To(BeTrue())
-		})
+		By("reporting it as terminal: a condition and a warning event")
+		// The MachineHealthCheck comes after: with it in place, the instance's end (which KubeVirt
+		// brings before the VM's) can make the machine unhealthy, and remediated, before the
+		// provider sees the VM gone, as a loaded machine showed.
 		Eventually(func(g Gomega) {
+			hm := &infrav1.HarvesterMachine{}
+			g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(&old), hm)).To(Succeed())
+			g.Expect(conditions.GetReason(hm, infrav1.VirtualMachineReadyCondition)).To(Equal(infrav1.VMDeletedReason))
 			events := &corev1.EventList{}
 			g.Expect(mgmt().List(ctx, events, client.InNamespace(tc.Namespace))).To(Succeed())
 			// What was said of the old machine, one line each, so that a failure reads.
@@ -185,6 +170,29 @@ var _ = Describe("A provisioned machine's VM deleted outside the provider", func
 			}
 			g.Expect(said).To(ContainElement(HavePrefix("HarvesterMachine Warning VirtualMachineDeleted: ")))
 		}).Should(Succeed())
+
+		By("getting a new machine from a MachineHealthCheck on InfrastructureReady=False")
+		Expect(mgmt().Create(ctx, &clusterv1.MachineHealthCheck{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: "workers"},
+			Spec: clusterv1.MachineHealthCheckSpec{
+				ClusterName: tc.Name,
+				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": "workers"}},
+				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyMachineConditions: []clusterv1.UnhealthyMachineCondition{{
+					Type: clusterv1.MachineInfrastructureReadyCondition, Status: metav1.ConditionFalse, TimeoutSeconds: ptr.To[int32](1),
+				}}},
+			},
+		})).To(Succeed())
+		waitProgressing("a new worker provisioned in place of the one whose VM was deleted", tc.state, func(g Gomega) {
+			hms := &infrav1.HarvesterMachineList{}
+			g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.MatchingLabels{"pool": "workers"})).To(Succeed())
+			var replaced bool
+			for _, hm := range hms.Items {
+				if hm.Name != old.Name && ptr.Deref(hm.Status.Initialization.Provisioned, false) {
+					replaced = true
+				}
+			}
+			g.Expect(replaced).To(BeTrue())
+		})
 		Expect(apierrors.IsNotFound(harvesterClient().Get(ctx, vmKey, &kubevirtv1.VirtualMachine{}))).To(BeTrue(), "no VM under the old name")
 
 		deleteCluster(tc)
