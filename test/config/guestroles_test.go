@@ -118,3 +118,31 @@ func TestGuestRolesGrantWhatTheirClientsCallAndNothingElse(t *testing.T) {
 		})
 	}
 }
+
+// The provider's own identity on Harvester has no rights on tenants' snapshots, backups, restores
+// or file systems: a leaked identity kubeconfig reaches none of them (docs/security.md, "The
+// model"), and no rule of its roles is a wildcard.
+func TestTheProvidersIdentityReachesNoSnapshotsOrBackups(t *testing.T) {
+	g := NewWithT(t)
+	roles := map[string]rbacv1.ClusterRole{}
+	for _, doc := range strings.Split(string(readRepoFile(t, "config/harvester/provider-identity.yaml")), "\n---\n") {
+		var role rbacv1.ClusterRole
+		g.Expect(yaml.Unmarshal([]byte(doc), &role)).To(Succeed())
+		if role.Kind == "ClusterRole" {
+			roles[role.Name] = role
+		}
+	}
+	for _, name := range []string{"capi-harvester-provider-cluster", "capi-harvester-provider-namespaced"} {
+		role, ok := roles[name]
+		g.Expect(ok).To(BeTrue(), name)
+		for _, rule := range role.Rules {
+			for _, list := range [][]string{rule.APIGroups, rule.Resources, rule.Verbs} {
+				g.Expect(list).NotTo(ContainElement("*"), "%s: %v", name, rule)
+			}
+			for _, resource := range rule.Resources {
+				g.Expect(resource).NotTo(BeElementOf("volumesnapshots", "volumesnapshotcontents", "volumeremotebackups",
+					"volumeremoterestores", "virtualmachinebackups", "virtualmachinerestores", "networkfilesystems"), "%s: %v", name, rule)
+			}
+		}
+	}
+}
