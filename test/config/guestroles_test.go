@@ -71,16 +71,7 @@ var csiClusterCalls = []guestCall{
 // grant more (every verb on volumes, file systems, backups and restores, the hot-plug
 // subresources, watches), which is why the provider binds its own.
 func TestGuestRolesGrantWhatTheirClientsCallAndNothingElse(t *testing.T) {
-	roles := map[string]rbacv1.ClusterRole{}
-	for _, doc := range strings.Split(string(readRepoFile(t, "config/harvester/provider-identity.yaml")), "\n---\n") {
-		var role rbacv1.ClusterRole
-		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
-			t.Fatal(err)
-		}
-		if role.Kind == "ClusterRole" {
-			roles[role.Name] = role
-		}
-	}
+	roles := shippedClusterRoles(t)
 	for role, calls := range map[string][]guestCall{
 		"capi-harvester-guest-cloudprovider": ccmCalls,
 		"capi-harvester-guest-csi-volumes":   csiNamespacedCalls,
@@ -124,14 +115,7 @@ func TestGuestRolesGrantWhatTheirClientsCallAndNothingElse(t *testing.T) {
 // model"), and no rule of its roles is a wildcard.
 func TestTheProvidersIdentityReachesNoSnapshotsOrBackups(t *testing.T) {
 	g := NewWithT(t)
-	roles := map[string]rbacv1.ClusterRole{}
-	for _, doc := range strings.Split(string(readRepoFile(t, "config/harvester/provider-identity.yaml")), "\n---\n") {
-		var role rbacv1.ClusterRole
-		g.Expect(yaml.Unmarshal([]byte(doc), &role)).To(Succeed())
-		if role.Kind == "ClusterRole" {
-			roles[role.Name] = role
-		}
-	}
+	roles := shippedClusterRoles(t)
 	for _, name := range []string{"capi-harvester-provider-cluster", "capi-harvester-provider-namespaced"} {
 		role, ok := roles[name]
 		g.Expect(ok).To(BeTrue(), name)
@@ -145,4 +129,20 @@ func TestTheProvidersIdentityReachesNoSnapshotsOrBackups(t *testing.T) {
 			}
 		}
 	}
+}
+
+// shippedClusterRoles are the ClusterRoles of config/harvester/provider-identity.yaml, by name.
+func shippedClusterRoles(t *testing.T) map[string]rbacv1.ClusterRole {
+	t.Helper()
+	roles := map[string]rbacv1.ClusterRole{}
+	for _, doc := range strings.Split(string(readRepoFile(t, "config/harvester/provider-identity.yaml")), "\n---\n") {
+		var role rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+			t.Fatal(err)
+		}
+		if role.Kind == "ClusterRole" {
+			roles[role.Name] = role
+		}
+	}
+	return roles
 }
