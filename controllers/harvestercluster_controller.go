@@ -333,7 +333,11 @@ func (r *HarvesterClusterReconciler) reconcileFailureDomains(ctx context.Context
 // endpoint again.
 func (r *HarvesterClusterReconciler) reconcileLoadBalancer(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
 	hc := s.hc
-	st, err := (&harvester.LoadBalancerService{C: s.client}).EnsureControlPlane(ctx, hc, s.guest, s.cluster.Spec.ControlPlaneRef.Kind, r.clock().Now())
+	shared, err := sharedNamespaces(ctx, r.Client, hc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st, err := (&harvester.LoadBalancerService{C: s.client, SharedNamespaces: shared}).EnsureControlPlane(ctx, hc, s.guest, s.cluster.Spec.ControlPlaneRef.Kind, r.clock().Now())
 	if err != nil {
 		return harvesterResult(ctx, err, s.report(infrav1.LoadBalancerReadyCondition))
 	}

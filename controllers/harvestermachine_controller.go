@@ -193,7 +193,7 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 	if err := r.svc().connect(ctx, s); err != nil {
 		return r.harvesterResult(ctx, err, s.reportVM)
 	}
-	shared, err := r.sharedNamespaces(ctx, s.hc)
+	shared, err := sharedNamespaces(ctx, r.Client, s.hc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -94,16 +94,16 @@ func failureDomain(s *machineScope) (string, string) {
 }
 
 // sharedNamespaces are the Harvester namespaces, besides the target namespace, whose images, key
-// pairs and networks the cluster's machines may name: a HarvesterClusterIdentity's
-// sharedNamespaces (never nil for one); nil, any, for a Secret identity (the tenant's own
-// credential reaches what it is bound to).
-func (r *HarvesterMachineReconciler) sharedNamespaces(ctx context.Context, hc *infrav1.HarvesterCluster) ([]string, error) {
+// pairs and networks the cluster's machines (and its load balancer's network) may name: a
+// HarvesterClusterIdentity's sharedNamespaces (never nil for one); nil, any, for a Secret
+// identity (the tenant's own credential reaches what it is bound to).
+func sharedNamespaces(ctx context.Context, c client.Client, hc *infrav1.HarvesterCluster) ([]string, error) {
 	ref := hc.Spec.Identity()
 	if ref.Kind != infrav1.HarvesterClusterIdentityKind {
 		return nil, nil
 	}
 	identity := &infrav1.HarvesterClusterIdentity{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, identity); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Name: ref.Name}, identity); err != nil {
 		return nil, err
 	}
 	return append([]string{}, identity.Spec.SharedNamespaces...), nil

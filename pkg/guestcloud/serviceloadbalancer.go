@@ -25,9 +25,13 @@ const (
 	// AnnotationServiceIPAM is `pool` (the default) or `dhcp`; it cannot change once the load
 	// balancer exists.
 	AnnotationServiceIPAM = cloudProviderPrefix + "ipam"
-	// AnnotationServiceNetwork, AnnotationServiceProject and AnnotationServiceNamespace are
-	// copied to the load balancer, where Harvester's IP pool selection reads them.
-	AnnotationServiceNetwork   = cloudProviderPrefix + "network"
+	// AnnotationServiceNetwork is copied to the load balancer, where Harvester's IP pool
+	// selection reads it.
+	AnnotationServiceNetwork = cloudProviderPrefix + "network"
+	// AnnotationServiceProject and AnnotationServiceNamespace are the upstream cloud provider's
+	// and are not copied: they would let a guest user ask Harvester's pool selection for
+	// another namespace's or project's pool. The load balancer's own namespace (and the Rancher
+	// project Harvester's webhook finds for it) is what selects a pool.
 	AnnotationServiceProject   = cloudProviderPrefix + "project"
 	AnnotationServiceNamespace = cloudProviderPrefix + "namespace"
 	// AnnotationServicePrimaryService (`namespace/name`) makes a Service share the address of
@@ -184,16 +188,12 @@ func BuildServiceLoadBalancer(namespace, cluster string, svc *corev1.Service, ip
 			Name: p.Name, Port: p.Port, Protocol: p.Protocol, BackendPort: p.NodePort,
 		})
 	}
-	// Only what the Service sets: Harvester's webhook fills in the others from the namespace and
-	// the guest's VMs, and it would be a fight to clear them.
-	for from, to := range map[string]string{
-		AnnotationServiceNetwork:   AnnotationLBNetwork,
-		AnnotationServiceProject:   AnnotationLBProject,
-		AnnotationServiceNamespace: AnnotationLBNamespace,
-	} {
-		if v := svc.Annotations[from]; v != "" {
-			lb.Annotations[to] = v
-		}
+	// Only the network, and only when the Service sets it: Harvester's webhook fills in the
+	// namespace and project from the load balancer's own namespace, and it would be a fight to
+	// clear them. The Service's project and namespace annotations are not copied (see their
+	// constants).
+	if v := svc.Annotations[AnnotationServiceNetwork]; v != "" {
+		lb.Annotations[AnnotationLBNetwork] = v
 	}
 	return lb
 }

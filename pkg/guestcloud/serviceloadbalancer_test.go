@@ -73,6 +73,7 @@ func TestBuildServiceLoadBalancer(t *testing.T) {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u-1", Annotations: map[string]string{
 			AnnotationServiceNetwork: "default/vlan10", AnnotationServiceProject: "c-1/p-1",
+			AnnotationServiceNamespace: "tenant-b",
 		}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
 			{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 30080},
@@ -85,8 +86,10 @@ func TestBuildServiceLoadBalancer(t *testing.T) {
 	g.Expect(lb.Labels).To(Equal(map[string]string{
 		LabelLBCluster: "ns.prod", LabelLBServiceNamespace: "shop", LabelLBServiceName: "web",
 	}))
+	// A guest user's Service names neither the namespace nor the project Harvester selects a
+	// pool by: another tenant's pool is not its to ask for.
 	g.Expect(lb.Annotations).To(Equal(map[string]string{
-		AnnotationLBCluster: "ns.prod", AnnotationLBNetwork: "default/vlan10", AnnotationLBProject: "c-1/p-1",
+		AnnotationLBCluster: "ns.prod", AnnotationLBNetwork: "default/vlan10",
 	}))
 	g.Expect(lb.Spec.WorkloadType).To(Equal(lbv1.Cluster))
 	g.Expect(lb.Spec.HealthCheck).To(BeNil())

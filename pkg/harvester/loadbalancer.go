@@ -3,6 +3,7 @@ package harvester
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
@@ -94,6 +96,70 @@ const DHCPPatience = 2 * time.Minute
 // the cluster back.
 type LoadBalancerService struct {
 	C *transport.Client
+	// SharedNamespaces, when not nil (a HarvesterClusterIdentity), confine the load balancer's
+	// references as VMService's confine a machine's: its network is in the target namespace or
+	// a shared one, and its IP pool is one whose scope names the target namespace (or the
+	// global pool). nil (a Secret identity): the tenant's own credential, whose RBAC decides.
+	SharedNamespaces []string
+}
+
+// LabelGlobalIPPool marks Harvester's global IP pool, which any load balancer may use
+// (harvester-load-balancer's utils.KeyGlobalIPPool).
+const LabelGlobalIPPool = "loadbalancer.harvesterhci.io/global-ip-pool"
+
+// checkReferences refuses, before the control-plane load balancer is made, a network or IP
+// pool the cluster's HarvesterClusterIdentity does not let it use. Harvester's load-balancer
+// controller allocates from a pool the load balancer names without reading the pool's scope,
+// so the scope is checked here: it is the Harvester admin's word on who may use the pool.
+func (s *LoadBalancerService) checkReferences(ctx context.Context, hc *infrav1.HarvesterCluster, g naming.Guest) error {
+	if s.SharedNamespaces == nil {
+		return nil
+	}
+	target := hc.Spec.TargetNamespace
+	if network := hc.Spec.LoadBalancer.Network; network != "" {
+		ns, name := build.ResolveRef(network, target)
+		if ns != target && !slices.Contains(s.SharedNamespaces, ns) {
+			return transport.ReferenceError(infrav1.ReferenceNotAllowedReason,
+				"load-balancer network %s/%s is in a Harvester namespace the cluster's HarvesterClusterIdentity does not share (its sharedNamespaces)", ns, name)
+		}
+	}
+	name := hc.Spec.LoadBalancer.IPPoolName
+	if name == "" || hc.Spec.LoadBalancer.IPAM == infrav1.IPAMDHCP {
+		return nil
+	}
+	pool := &lbv1.IPPool{}
+	err := s.C.Get(ctx, client.ObjectKey{Name: name}, pool)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return transport.ClassifyError(err, fmt.Sprintf("reading IP pool %s", name))
+	}
+	// One message for a pool that does not exist and one that is not the tenant's: the
+	// answer does not tell which pool names exist.
+	if err != nil || !PoolAdmits(pool, target, g.ID()) {
+		return transport.ReferenceError(infrav1.ReferenceNotAllowedReason,
+			"IP pool %s does not exist or its scope (spec.selector.scope) does not name Harvester namespace %s: "+
+				"with a HarvesterClusterIdentity a cluster uses the global pool or one scoped to its target namespace", name, target)
+	}
+	return nil
+}
+
+// PoolAdmits tells whether an IP pool's owner let load balancers of a namespace (and, for a
+// scope that names guest clusters, of guest cluster id) use it: the global pool, or a scope
+// entry that names the namespace, or one that admits every namespace of every project. An entry
+// of one Rancher project with every namespace does not admit it: which project a Harvester
+// namespace is in is not the provider's to read, so the admin names the namespace.
+func PoolAdmits(pool *lbv1.IPPool, namespace, id string) bool {
+	if pool.Labels[LabelGlobalIPPool] == "true" {
+		return true
+	}
+	for _, t := range pool.Spec.Selector.Scope {
+		if t.GuestCluster != "" && t.GuestCluster != "*" && t.GuestCluster != id {
+			continue
+		}
+		if t.Namespace == namespace || (t.Namespace == "*" && t.Project == "*") {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadBalancerState is how far the control-plane load balancer is: Ready with its Address, or
@@ -136,6 +202,9 @@ func (s *LoadBalancerService) EnsureControlPlane(ctx context.Context, hc *infrav
 		if endpoint != "" && !recorded {
 			return LoadBalancerState{Ready: true, Reason: infrav1.UserProvidedEndpointReason,
 				Message: "the control-plane endpoint is set in the spec; no load balancer is made"}, nil
+		}
+		if err := s.checkReferences(ctx, hc, g); err != nil {
+			return LoadBalancerState{}, err
 		}
 		if err := s.C.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return LoadBalancerState{}, transport.ClassifyError(err, "creating the control-plane load balancer")

@@ -159,3 +159,68 @@ func TestControlPlaneLoadBalancerServesRKE2Registration(t *testing.T) {
 	lb := BuildControlPlaneLoadBalancer(hc, guest, ControlPlaneKindRKE2)
 	g.Expect(lb.Spec.HealthCheck.Port).To(Equal(uint(APIServerPort)), "the health check stays on the API server")
 }
+
+// With a HarvesterClusterIdentity the control-plane load balancer's references are confined as
+// a machine's are: its network to the target and shared namespaces, its IP pool to one whose
+// owner scoped it to the target namespace (or the global pool), because Harvester allocates from
+// a pool a load balancer names without reading the pool's scope. Nothing is made when refused,
+// and a pool that does not exist reads as one that is not the tenant's. A Secret identity is the
+// tenant's own credential: its RBAC decides.
+func TestControlPlaneLoadBalancerReferencesStayInTheTenantsScope(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	scheme, err := guestcloud.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	guest := naming.Guest{Namespace: "ns", Name: "prod", Mark: "0123456789abcdef"}
+	pools := []client.Object{
+		&lbv1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "tenant-only"}, Spec: lbv1.IPPoolSpec{Selector: lbv1.Selector{Scope: []lbv1.Tuple{{Project: "p-1", Namespace: "tenant"}}}}},
+		&lbv1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "everyone"}, Spec: lbv1.IPPoolSpec{Selector: lbv1.Selector{Scope: []lbv1.Tuple{{Project: "*", Namespace: "*", GuestCluster: "*"}}}}},
+		&lbv1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "global", Labels: map[string]string{LabelGlobalIPPool: "true"}}},
+		&lbv1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "other-tenant"}, Spec: lbv1.IPPoolSpec{Selector: lbv1.Selector{Scope: []lbv1.Tuple{{Namespace: "tenant-b"}}}}},
+		&lbv1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "one-project"}, Spec: lbv1.IPPoolSpec{Selector: lbv1.Selector{Scope: []lbv1.Tuple{{Project: "p-1", Namespace: "*"}}}}},
+		&lbv1.IPPool{ObjectMeta: metav1.ObjectMeta{Name: "another-guest"}, Spec: lbv1.IPPoolSpec{Selector: lbv1.Selector{Scope: []lbv1.Tuple{{Namespace: "tenant", GuestCluster: "ns.other-0123456789abcdef"}}}}},
+	}
+	ensure := func(shared []string, lb infrav1.LoadBalancerSpec) (LoadBalancerState, bool, error) {
+		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pools...).Build()
+		hc := &infrav1.HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod"},
+			Spec: infrav1.HarvesterClusterSpec{TargetNamespace: "tenant", LoadBalancer: lb}}
+		svc := &LoadBalancerService{C: &transport.Client{Client: c, Cache: readerCache{Client: c}}, SharedNamespaces: shared}
+		st, err := svc.EnsureControlPlane(ctx, hc, guest, "KubeadmControlPlane", time.Now())
+		made := c.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: guest.LoadBalancerName()}, &lbv1.LoadBalancer{}) == nil
+		return st, made, err
+	}
+	refused := func(shared []string, lb infrav1.LoadBalancerSpec) string {
+		_, made, err := ensure(shared, lb)
+		g.Expect(made).To(BeFalse(), "%+v", lb)
+		e, ok := transport.AsError(err)
+		g.Expect(ok).To(BeTrue(), "%+v: %v", lb, err)
+		g.Expect(e.Reason).To(Equal(infrav1.ReferenceNotAllowedReason))
+		return e.Message
+	}
+	identity := []string{"public"}
+	for _, name := range []string{"other-tenant", "one-project", "another-guest", "no-such-pool"} {
+		msg := refused(identity, infrav1.LoadBalancerSpec{IPAM: infrav1.IPAMPool, IPPoolName: name})
+		g.Expect(msg).To(ContainSubstring("does not exist or its scope"), name)
+	}
+	g.Expect(refused(identity, infrav1.LoadBalancerSpec{IPAM: infrav1.IPAMPool, Network: "tenant-b/vlan20"})).To(ContainSubstring("tenant-b/vlan20"))
+
+	for _, lb := range []infrav1.LoadBalancerSpec{
+		{IPAM: infrav1.IPAMPool, IPPoolName: "tenant-only"},
+		{IPAM: infrav1.IPAMPool, IPPoolName: "everyone"},
+		{IPAM: infrav1.IPAMPool, IPPoolName: "global"},
+		{IPAM: infrav1.IPAMPool, Network: "public/vlan10"},
+		{IPAM: infrav1.IPAMPool, Network: "tenant/vlan10"},
+		{IPAM: infrav1.IPAMPool},
+	} {
+		_, made, err := ensure(identity, lb)
+		g.Expect(err).NotTo(HaveOccurred(), "%+v", lb)
+		g.Expect(made).To(BeTrue(), "%+v", lb)
+	}
+	// A pool scoped to this guest cluster by its ID is its own.
+	g.Expect(PoolAdmits(&lbv1.IPPool{Spec: lbv1.IPPoolSpec{Selector: lbv1.Selector{Scope: []lbv1.Tuple{{Namespace: "tenant", GuestCluster: guest.ID()}}}}}, "tenant", guest.ID())).To(BeTrue())
+
+	// A Secret identity: its own RBAC decides.
+	_, made, err := ensure(nil, infrav1.LoadBalancerSpec{IPAM: infrav1.IPAMPool, IPPoolName: "other-tenant", Network: "tenant-b/vlan20"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(made).To(BeTrue())
+}

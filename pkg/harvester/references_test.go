@@ -53,8 +53,8 @@ var specFields = map[string]string{
 	"cluster.targetNamespace":          "reference, Harvester namespace: the identity's targetNamespaces and its RBAC; system namespaces refused (TestWebhookRefusesSystemNamespaces)",
 	"cluster.controlPlaneEndpoint":     "not a reference on Harvester: the user's own endpoint, when set",
 	"cluster.loadBalancer.ipam":        "not a reference: an enum",
-	"cluster.loadBalancer.ipPoolName":  "reference, IPPool (cluster-scoped): not confined (security.md: left open, a tenant can choose any IP pool)",
-	"cluster.loadBalancer.network":     "reference, network: not confined (security.md: left open, sharedNamespaces covers machines' references)",
+	"cluster.loadBalancer.ipPoolName":  "reference, IPPool (cluster-scoped): with a HarvesterClusterIdentity, LoadBalancerService.checkReferences requires the pool's scope to name the target namespace, or the global pool (TestControlPlaneLoadBalancerReferencesStayInTheTenantsScope)",
+	"cluster.loadBalancer.network":     "reference, network: with a HarvesterClusterIdentity, checkReferences confines it to the target and shared namespaces (TestControlPlaneLoadBalancerReferencesStayInTheTenantsScope)",
 	"cluster.guestHarvesterAPI.server": "not a reference on Harvester: the URL the guest reaches Harvester at",
 }
 
