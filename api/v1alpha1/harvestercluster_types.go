@@ -141,7 +141,8 @@ type LoadBalancerSpec struct {
 
 	// ipPoolName pins the IPPool to allocate from (pool mode only). When empty, Harvester picks
 	// the pool whose selector matches the load balancer's network, namespace and cluster, or the
-	// global pool.
+	// global pool. With a HarvesterClusterIdentity the named pool must be the global pool or one
+	// whose scope names the target namespace (condition reason ReferenceNotAllowed otherwise).
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	IPPoolName string `json:"ipPoolName,omitempty"`
@@ -150,7 +151,8 @@ type LoadBalancerSpec struct {
 	// the address is on, recorded as the load balancer's `loadbalancer.harvesterhci.io/network`
 	// annotation. Harvester's load-balancer webhook (v1.5) replaces that annotation on load
 	// balancers of VMs, so Harvester chooses the IPPool by namespace and project (or ipPoolName
-	// names it), not by this network.
+	// names it), not by this network. With a HarvesterClusterIdentity it must be in the target
+	// namespace or one of the identity's sharedNamespaces.
 	// +optional
 	// +kubebuilder:validation:MaxLength=317
 	Network string `json:"network,omitempty"`
