@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -108,4 +109,43 @@ func TestSetRunStrategyChangesOnlyTheAnnotationsNamed(t *testing.T) {
 
 	err = svc.SetRunStrategy(ctx, cached, kubevirtv1.RunStrategyHalted, map[string]*string{naming.AnnotationStoppedForHost: ptr.To("host-2")})
 	g.Expect(apierrors.IsConflict(err)).To(BeTrue(), "the copy's version is stale: %v", err)
+}
+
+// A machine's cloud-init Secret of the expected name that this machine did not make (another
+// management cluster's, a tenant's own Secret) is never overwritten nor adopted: NameTaken, and
+// its data stays as it was. One the machine made is brought up to date.
+func TestCloudInitSecretOfAnotherOwnerIsLeftAlone(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	scheme, err := guestcloud.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	guest := naming.Guest{Namespace: "ns", Name: "prod", Mark: "0123456789abcdef"}
+	m := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod-md-0-x2kqz"}}
+	in := &build.VMInput{Machine: m, Namespace: "tenant", Guest: guest, Role: naming.RoleWorker}
+	key := client.ObjectKey{Namespace: "tenant", Name: naming.CloudInitSecretName(m.Name)}
+	other := naming.Guest{Namespace: "ns", Name: "prod", Mark: "fedcba9876543210"}
+	for what, labels := range map[string]map[string]string{
+		"unlabelled":                    nil,
+		"another management cluster's": build.MachineLabels(&build.VMInput{Machine: m, Namespace: "tenant", Guest: other, Role: naming.RoleWorker}),
+	} {
+		foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: labels},
+			Data: map[string][]byte{"userdata": []byte("theirs")}}
+		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(foreign).Build()
+		svc := &VMService{C: &transport.Client{Client: c}, Guest: guest}
+		err := svc.ensureCloudInit(ctx, in, []byte("ours"), nil)
+		e, ok := transport.AsError(err)
+		g.Expect(ok).To(BeTrue(), "%s: %v", what, err)
+		g.Expect(e.Reason).To(Equal(infrav1.NameTakenReason), what)
+		got := &corev1.Secret{}
+		g.Expect(c.Get(ctx, key, got)).To(Succeed())
+		g.Expect(string(got.Data["userdata"])).To(Equal("theirs"), what)
+	}
+
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	svc := &VMService{C: &transport.Client{Client: c}, Guest: guest}
+	g.Expect(svc.ensureCloudInit(ctx, in, []byte("first"), nil)).To(Succeed())
+	g.Expect(svc.ensureCloudInit(ctx, in, []byte("second"), []byte("network"))).To(Succeed())
+	got := &corev1.Secret{}
+	g.Expect(c.Get(ctx, key, got)).To(Succeed())
+	g.Expect(got.Data).To(Equal(map[string][]byte{"userdata": []byte("second"), "networkdata": []byte("network")}))
 }

@@ -314,3 +314,42 @@ func TestCCMRolloutDoesNotStallOnOneNode(t *testing.T) {
 	g.Expect(deploy.Spec.Strategy.RollingUpdate.MaxSurge.IntValue()).To(Equal(0))
 	g.Expect(deploy.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue()).To(Equal(1))
 }
+
+// The Harvester credential a guest holds (kube-system/harvester-cloud-config) reaches the
+// cloud controller manager and CSI driver as a mounted volume, not through the guest's API: no
+// addon's role may read Secrets or mint tokens, and no binding grants an addon's role to a
+// group (every user or ServiceAccount of the guest). Who else can read that Secret is the
+// guest's own RBAC (its cluster admins).
+func TestNoAddonRoleReachesTheHarvesterCredential(t *testing.T) {
+	for _, m := range manifests {
+		t.Run(m.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var rules []rbacv1.PolicyRule
+			for _, obj := range decode(t, m.manifest, m.values) {
+				switch o := obj.(type) {
+				case *rbacv1.ClusterRole:
+					rules = append(rules, o.Rules...)
+					g.Expect(o.AggregationRule).To(BeNil(), o.Name)
+				case *rbacv1.Role:
+					rules = append(rules, o.Rules...)
+				case *rbacv1.ClusterRoleBinding:
+					for _, s := range o.Subjects {
+						g.Expect(s.Kind).To(Equal(rbacv1.ServiceAccountKind), o.Name)
+					}
+				case *rbacv1.RoleBinding:
+					for _, s := range o.Subjects {
+						g.Expect(s.Kind).To(Equal(rbacv1.ServiceAccountKind), o.Name)
+					}
+				}
+			}
+			for _, r := range rules {
+				for _, res := range r.Resources {
+					g.Expect(res).NotTo(BeElementOf("*", "secrets", "serviceaccounts/token", "pods/exec", "pods/attach"), "%+v", r)
+				}
+				for _, verb := range r.Verbs {
+					g.Expect(verb).NotTo(BeElementOf("impersonate", "escalate", "bind"), "%+v", r)
+				}
+			}
+		})
+	}
+}

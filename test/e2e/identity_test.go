@@ -386,6 +386,51 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 			}
 		}
 
+		By("making volumes only as the CSI driver does: no image's class, no existing volume")
+		volume := func(edit func(*corev1.PersistentVolumeClaim)) error {
+			pvc := &corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Namespace: tc.Target, Name: "pvc-guest"},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+					VolumeMode:  ptr.To(corev1.PersistentVolumeBlock),
+					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}
+			edit(pvc)
+			return c.Create(ctx, pvc, client.DryRunAll)
+		}
+		for what, edit := range map[string]func(*corev1.PersistentVolumeClaim){
+			"a legacy image class": func(p *corev1.PersistentVolumeClaim) { p.Spec.StorageClassName = ptr.To("longhorn-ubuntu-noble") },
+			"an image class":       func(p *corev1.PersistentVolumeClaim) { p.Spec.StorageClassName = ptr.To("lh-0f3a9c2e") },
+			"an existing volume":   func(p *corev1.PersistentVolumeClaim) { p.Spec.VolumeName = "pvc-of-someone-else" },
+			"the provider's label": func(p *corev1.PersistentVolumeClaim) {
+				p.Labels = map[string]string{naming.LabelManagedBy: naming.ManagedByValue}
+			},
+			"a cluster label": func(p *corev1.PersistentVolumeClaim) {
+				p.Labels = map[string]string{naming.LabelCluster: tc.guest().ID()}
+			},
+			"a selected volume": func(p *corev1.PersistentVolumeClaim) {
+				p.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "b"}}
+			},
+		} {
+			err := volume(edit)
+			Expect(err).To(HaveOccurred(), what)
+			Expect(err.Error()).To(ContainSubstring("capi-harvester-guest-volumes"), what)
+		}
+		// What the driver makes: a class by name (Harvester's default here), perhaps from a
+		// snapshot of its own namespace. Another admission step may still refuse a dry run; the
+		// policy does not.
+		for what, edit := range map[string]func(*corev1.PersistentVolumeClaim){
+			"a plain class": func(p *corev1.PersistentVolumeClaim) { p.Spec.StorageClassName = ptr.To("harvester-longhorn") },
+			"its own snapshot": func(p *corev1.PersistentVolumeClaim) {
+				p.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "nightly"}
+			},
+		} {
+			if err := volume(edit); err != nil {
+				Expect(err.Error()).NotTo(ContainSubstring("capi-harvester-guest-volumes"), what)
+			}
+		}
+
 		By("a VM of its own cluster and one of another cluster sharing the target namespace")
 		vm := func(name, cluster string) *kubevirtv1.VirtualMachine {
 			return &kubevirtv1.VirtualMachine{

@@ -315,3 +315,36 @@ func TestCachedObjectsAreSmallWhateverTheyCarry(t *testing.T) {
 	g.Expect(largest).To(BeNumerically("<", 2<<10))
 	t.Logf("largest cached volume: %d bytes of JSON", largest)
 }
+
+// A connection's cache holds, of the kinds the provider makes, only objects carrying the
+// provider's managed-by label (and, for a connection that serves one guest cluster, that
+// cluster's label): the labels admission-policies.yaml forbids guests to put on a volume
+// (capi-harvester-guest-volumes), so a guest's own volumes do not reach it. Load balancers are
+// all of the namespace's, trimmed (TestCachedObjectsAreSmallWhateverTheyCarry).
+func TestTheCacheSelectsWhatTheProviderLabelled(t *testing.T) {
+	g := NewWithT(t)
+	cluster := cachedGuest.ID()
+	ours := labels.Set{naming.LabelManagedBy: naming.ManagedByValue, naming.LabelCluster: cluster}
+	anotherCluster := labels.Set{naming.LabelManagedBy: naming.ManagedByValue, naming.LabelCluster: cluster + "x"}
+	for _, kind := range CachedKinds() {
+		sel := cacheSelection(kind, cluster)
+		if _, ok := kind.(*lbv1.LoadBalancer); ok {
+			g.Expect(sel.Label).To(BeNil(), "load balancers: all of the namespace's")
+			continue
+		}
+		g.Expect(sel.Label).NotTo(BeNil(), "%T", kind)
+		g.Expect(sel.Label.Matches(ours)).To(BeTrue(), "%T", kind)
+		for what, set := range map[string]labels.Set{
+			"unlabelled":              {},
+			"the cluster label alone": {naming.LabelCluster: cluster},
+			"another managed-by":      {naming.LabelManagedBy: "helm", naming.LabelCluster: cluster},
+			"another cluster's":       anotherCluster,
+		} {
+			g.Expect(sel.Label.Matches(set)).To(BeFalse(), "%T, %s", kind, what)
+		}
+		// A connection for several clusters of one identity: the provider's label alone.
+		all := cacheSelection(kind, "")
+		g.Expect(all.Label.Matches(anotherCluster)).To(BeTrue(), "%T", kind)
+		g.Expect(all.Label.Matches(labels.Set{naming.LabelCluster: cluster})).To(BeFalse(), "%T", kind)
+	}
+}
