@@ -485,6 +485,17 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 			Expect(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", what, err)
 		}
 
+		By("refusing a change of any other field of KubeVirt's, named or not (the policy compares every one)")
+		for what, patch := range map[string]string{
+			"its grace period":    `[{"op":"add","path":"/spec/template/spec/terminationGracePeriodSeconds","value":1}]`,
+			"its clock":           `[{"op":"add","path":"/spec/template/spec/domain/clock","value":{"utc":{}}}]`,
+			"its serial console":  `[{"op":"add","path":"/spec/template/spec/domain/devices/autoattachSerialConsole","value":false}]`,
+			"its service account": `[{"op":"add","path":"/spec/template/spec/serviceAccountName","value":"default"}]`,
+		} {
+			err := c.Patch(ctx, own.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(patch)))
+			Expect(err).To(MatchError(ContainSubstring("or any other field but its hot-plugged volumes")), what)
+		}
+
 		By("refusing a change of the annotations that steer the provider, and leaving others alone")
 		// stopped-for-host makes the provider start the VM again after a host's maintenance,
 		// run-strategy-before-stop says with which run strategy; it reads Harvester's run strategy
