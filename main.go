@@ -48,6 +48,7 @@ type options struct {
 	restConfigBurst    int
 	harvesterQPS       float32
 	harvesterBurst     int
+	harvesterCacheMiB  int64
 	ccmImage           string
 	identityExpiry     time.Duration
 	referenceRecheck   time.Duration
@@ -80,6 +81,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.restConfigBurst, "kube-api-burst", controllers.DefaultKubeAPIBurst, "Burst of queries to the management cluster's API server.")
 	fs.Float32Var(&o.harvesterQPS, "harvester-api-qps", controllers.DefaultHarvesterQPS, "Queries per second to each Harvester cluster's API server.")
 	fs.IntVar(&o.harvesterBurst, "harvester-api-burst", controllers.DefaultHarvesterBurst, "Burst of queries to each Harvester cluster's API server.")
+	fs.Int64Var(&o.harvesterCacheMiB, "harvester-cache-budget-mib", transport.DefaultMaxCachedBytes>>20,
+		"What each connection to a Harvester cluster may cache, in MiB: a connection that passes it is stopped for a while and its clusters report CacheBudgetExceeded (0: no bound).")
 	fs.StringVar(&o.ccmImage, "ccm-image", controllers.DefaultCCMImage, "Image of the cloud controller manager installed into guest clusters.")
 	fs.DurationVar(&o.identityExpiry, "identity-expiry-warning", controllers.DefaultIdentityExpiryWarning,
 		"How long before an identity's token or client certificate expires (when it says so) the HarvesterCluster warns: condition IdentityExpiringSoon and a warning event.")
@@ -198,6 +201,7 @@ func run(o *options) error {
 		MachineConcurrency:    o.machineConcurrency,
 		HarvesterQPS:          o.harvesterQPS,
 		HarvesterBurst:        o.harvesterBurst,
+		HarvesterCacheBudget:  cacheBudgetBytes(o.harvesterCacheMiB),
 		CCMImage:              o.ccmImage,
 		IdentityExpiryWarning: o.identityExpiry,
 		ReferenceRecheck:      o.referenceRecheck,
@@ -236,3 +240,12 @@ func run(o *options) error {
 // inPlaceReader is the manager's API reader, set once the manager is made (before anything is
 // served).
 type inPlaceReader struct{ client.Reader }
+
+// cacheBudgetBytes turns --harvester-cache-budget-mib into the client factory's bound: 0 (no
+// bound) becomes negative, as the factory reads 0 as its default.
+func cacheBudgetBytes(mib int64) int64 {
+	if mib <= 0 {
+		return -1
+	}
+	return mib << 20
+}

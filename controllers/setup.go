@@ -54,6 +54,9 @@ type Options struct {
 	// HarvesterQPS and HarvesterBurst limit the requests to each Harvester cluster.
 	HarvesterQPS   float32
 	HarvesterBurst int
+	// HarvesterCacheBudget bounds, in bytes, what each connection to Harvester caches
+	// (transport.ClientFactory.MaxCachedBytes: 0 for its default, negative for none).
+	HarvesterCacheBudget int64
 	// TokenLifetime of the guests' Harvester tokens; Clock decides their renewal (tests inject
 	// a fake one).
 	TokenLifetime time.Duration
@@ -133,6 +136,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		Burst:     o.HarvesterBurst,
 		UserAgent: "cluster-api-provider-harvester",
 		Policy:    o.KubeconfigPolicy,
+
+		MaxCachedBytes: o.HarvesterCacheBudget,
 	}
 	if err := mgr.Add(factory); err != nil {
 		return err

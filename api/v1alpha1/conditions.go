@@ -21,6 +21,11 @@ const (
 	// answer.
 	HarvesterUnreachableReason = "HarvesterUnreachable"
 
+	// CacheBudgetExceededReason: the objects the cluster's connection to Harvester caches passed
+	// the connection's budget (most often objects a guest made in its target namespace): the
+	// connection is stopped for a while, and other clusters' connections go on.
+	CacheBudgetExceededReason = "CacheBudgetExceeded"
+
 	// UnauthorizedReason: Harvester refused the identity's credentials (401): expired, revoked
 	// or wrong token.
 	UnauthorizedReason = "Unauthorized"

@@ -125,7 +125,7 @@ func TestCloudInitSecretOfAnotherOwnerIsLeftAlone(t *testing.T) {
 	key := client.ObjectKey{Namespace: "tenant", Name: naming.CloudInitSecretName(m.Name)}
 	other := naming.Guest{Namespace: "ns", Name: "prod", Mark: "fedcba9876543210"}
 	for what, labels := range map[string]map[string]string{
-		"unlabelled":                    nil,
+		"unlabelled":                   nil,
 		"another management cluster's": build.MachineLabels(&build.VMInput{Machine: m, Namespace: "tenant", Guest: other, Role: naming.RoleWorker}),
 	} {
 		foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: labels},

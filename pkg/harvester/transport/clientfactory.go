@@ -97,6 +97,12 @@ type ClientFactory struct {
 	UserAgent string
 	// SyncTimeout bounds how long Get waits for a new cache to sync.
 	SyncTimeout time.Duration
+	// MaxCachedBytes bounds what one connection's cache holds (DefaultMaxCachedBytes when 0,
+	// none when negative): a connection that passes it is stopped, its clusters report
+	// CacheBudgetExceeded, and it is built again after BudgetCooldown
+	// (DefaultBudgetCooldown when 0). Other connections go on.
+	MaxCachedBytes int64
+	BudgetCooldown time.Duration
 	// Policy decides which identity kubeconfigs are accepted (see KubeconfigPolicy).
 	Policy KubeconfigPolicy
 	// Metrics, when set, counts every connection's requests, labelled by its identity Secret.
@@ -155,6 +161,32 @@ type connection struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	synced bool
+	// over is set when the cache went over its budget (see ClientFactory.MaxCachedBytes).
+	over *overBudget
+}
+
+// overBudget records that a connection's cache passed its budget: what to tell its clusters,
+// and until when it stays down.
+type overBudget struct {
+	mu      sync.Mutex
+	message string
+	until   time.Time
+}
+
+func (o *overBudget) set(message string, until time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.message, o.until = message, until
+}
+
+// err returns the error its clusters report while the connection stays down, or nil.
+func (o *overBudget) err(now time.Time) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.message == "" || !now.Before(o.until) {
+		return nil
+	}
+	return &Error{Kind: KindUnreachable, Reason: infrav1.CacheBudgetExceededReason, Message: o.message}
 }
 
 // stopped tells whether the connection's cache no longer runs.
@@ -274,6 +306,10 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 			}
 		}
 		if ok && c.stopped() {
+			if err := c.over.err(time.Now()); err != nil {
+				f.mu.Unlock()
+				return nil, err
+			}
 			// Its cache's Start returned: waiting on it again would only time out.
 			ctrl.LoggerFrom(ctx).Info("The Harvester cache stopped, reconnecting", "identity", identity, "cluster", cluster)
 		}
@@ -483,14 +519,40 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 	if err != nil {
 		return nil, fmt.Errorf("creating the Harvester cache: %w", err)
 	}
+	ctx, cancel := context.WithCancel(factoryCtx)
+	over := &overBudget{}
+	limit, cooldown := f.MaxCachedBytes, f.BudgetCooldown
+	if limit == 0 {
+		limit = DefaultMaxCachedBytes
+	}
+	if cooldown == 0 {
+		cooldown = DefaultBudgetCooldown
+	}
+	budget := newCacheBudget(limit, func(total int64, objects int) {
+		until := time.Now().Add(cooldown)
+		over.set(fmt.Sprintf("the Harvester objects this cluster's connection caches (target namespaces %s) passed its budget of %d MiB "+
+			"(%d objects, %d MiB): most often objects a guest made in its target namespace; the connection is stopped until %s, "+
+			"and clusters on other connections are not affected", strings.Join(slices.Sorted(maps.Keys(namespaces)), ", "),
+			limit>>20, objects, total>>20, until.UTC().Format(time.RFC3339)), until)
+		ctrl.LoggerFrom(ctx).Info("A Harvester cache passed its budget; stopping its connection",
+			"identity", identity, "cluster", cluster, "bytes", total, "objects", objects, "until", until)
+		cancel()
+	})
 	// The informers of every cached kind exist before the cache starts, so that its sync means
 	// all of them, not only those the controllers' watches happened to ask for already.
 	for obj := range byObject {
-		if _, err := c.GetInformer(factoryCtx, obj, cache.BlockUntilSynced(false)); err != nil {
+		inf, err := c.GetInformer(factoryCtx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			cancel()
 			return nil, fmt.Errorf("creating the Harvester cache: %w", err)
 		}
+		if limit > 0 {
+			if _, err := inf.AddEventHandler(budget); err != nil {
+				cancel()
+				return nil, fmt.Errorf("creating the Harvester cache: %w", err)
+			}
+		}
 	}
-	ctx, cancel := context.WithCancel(factoryCtx)
 	for _, w := range watches {
 		for _, src := range w.sources(c) {
 			if err := w.watcher.Watch(connectionSource{src: src, conn: ctx}); err != nil {
@@ -515,6 +577,7 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 		client:      &Client{Client: t.live, Cache: c, Config: cfg},
 		ctx:         ctx,
 		cancel:      cancel,
+		over:        over,
 	}, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -609,4 +610,62 @@ func ourGoroutines() int {
 		}
 	}
 	return n
+}
+
+// A guest that fills its target namespace with objects the cache keeps (load balancers: every
+// one of the namespace is cached) stops its own connection at the connection's budget, not the
+// manager: its clusters read CacheBudgetExceeded with what happened, another connection of the
+// same identity serving another namespace goes on, and once the cooldown passes (and the
+// objects are gone) the connection is built again.
+func TestAConnectionThatPassesItsCacheBudgetStopsAloneAndComesBack(t *testing.T) {
+	g := NewWithT(t)
+	f := &transport.ClientFactory{QPS: 200, Burst: 400, MaxCachedBytes: 32 << 10, BudgetCooldown: 3 * time.Second}
+	ctx, sim := startFactory(t, g, f)
+
+	kubeconfig, err := sim.Kubeconfig(ctx, harvestersim.ProviderIdentityNamespace, harvestersim.ProviderIdentityName, "", time.Hour)
+	g.Expect(err).NotTo(HaveOccurred())
+	identity := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "identity"},
+		Data: map[string][]byte{infrav1.IdentitySecretKey: kubeconfig}}
+	const flooded, calm = "budget-flooded", "budget-calm"
+	for _, ns := range []string{flooded, calm} {
+		g.Expect(sim.AddTargetNamespace(ctx, ns)).To(Succeed())
+	}
+	var lbs []*lbv1.LoadBalancer
+	for i := range 200 {
+		lb := &lbv1.LoadBalancer{
+			ObjectMeta: metav1.ObjectMeta{Namespace: flooded, Name: fmt.Sprintf("guest-lb-%03d", i),
+				Labels: map[string]string{guestcloud.LabelLBCluster: "ns.a", guestcloud.LabelLBServiceNamespace: "default",
+					guestcloud.LabelLBServiceName: fmt.Sprintf("svc-%03d", i)}},
+			Spec: lbv1.LoadBalancerSpec{WorkloadType: lbv1.Cluster, IPAM: lbv1.Pool,
+				Listeners: []lbv1.Listener{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, BackendPort: 30080}}},
+		}
+		g.Expect(sim.Env.Client.Create(ctx, lb)).To(Succeed())
+		lbs = append(lbs, lb)
+	}
+
+	budgetError := func(g Gomega) {
+		_, err := f.Get(ctx, "HarvesterCluster/ns/a", identity, flooded, "ns.a")
+		e, ok := transport.AsError(err)
+		g.Expect(ok).To(BeTrue(), "%v", err)
+		g.Expect(e.Reason).To(Equal(infrav1.CacheBudgetExceededReason))
+		g.Expect(e.Message).To(ContainSubstring(flooded))
+	}
+	g.Eventually(budgetError, 30*time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		b, err := f.Get(ctx, "HarvesterCluster/ns/b", identity, calm, "ns.b")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(b.Cache.List(ctx, &lbv1.LoadBalancerList{}, client.InNamespace(calm))).To(Succeed())
+	}, 30*time.Second).Should(Succeed(), "another connection goes on")
+	budgetError(g) // still down within its cooldown
+
+	for _, lb := range lbs {
+		g.Expect(sim.Env.Client.Delete(ctx, lb)).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		a, err := f.Get(ctx, "HarvesterCluster/ns/a", identity, flooded, "ns.a")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(a.Cache.List(ctx, &lbv1.LoadBalancerList{}, client.InNamespace(flooded))).To(Succeed())
+	}, 60*time.Second).Should(Succeed(), "built again after the cooldown")
+	f.Release("HarvesterCluster/ns/a")
+	f.Release("HarvesterCluster/ns/b")
 }
