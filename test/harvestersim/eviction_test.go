@@ -2,7 +2,6 @@ package harvestersim_test
 
 import (
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -51,7 +50,7 @@ func TestDrainEvictionsAreKubeVirts(t *testing.T) {
 		before = getVMI(g, "evacuee")
 		g.Expect(before.Status.Phase).To(Equal(kubevirtv1.Running))
 		g.Expect(conditionStatus(before, kubevirtv1.VirtualMachineInstanceIsMigratable)).To(Equal(corev1.ConditionTrue))
-	}, 30*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 	err := evict(launcherPod(g, before))
 	g.Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "KubeVirt refuses the eviction: %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("Eviction triggered evacuation of VMI"))
@@ -63,7 +62,7 @@ func TestDrainEvictionsAreKubeVirts(t *testing.T) {
 		g.Expect(after.Status.EvacuationNodeName).To(BeEmpty(), "the mark is cleared once the VM has left")
 		g.Expect(after.Status.MigrationState).NotTo(BeNil())
 		g.Expect(after.Status.MigrationState.Completed).To(BeTrue())
-	}, time.Minute).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	// Two hosts with the device; the VM's host is cordoned (a drain's first step).
 	const gpu = "nvidia.com/GA102GL_A10"
@@ -79,7 +78,7 @@ func TestDrainEvictionsAreKubeVirts(t *testing.T) {
 		before = getVMI(g, "pinned-by-gpu")
 		g.Expect(before.Status.Phase).To(Equal(kubevirtv1.Running))
 		g.Expect(conditionStatus(before, kubevirtv1.VirtualMachineInstanceIsMigratable)).To(Equal(corev1.ConditionFalse))
-	}, 30*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 	host := hostOf(before.Status.NodeName)
 	host.Spec.Unschedulable = true
 	g.Expect(sim.Client().Update(ctx, host)).To(Succeed())
@@ -94,7 +93,7 @@ func TestDrainEvictionsAreKubeVirts(t *testing.T) {
 		g.Expect(after.UID).NotTo(Equal(before.UID), "a new VMI: the VM restarted")
 		g.Expect(after.Status.Phase).To(Equal(kubevirtv1.Running))
 		g.Expect(after.Status.NodeName).NotTo(Equal(before.Status.NodeName))
-	}, time.Minute).Should(Succeed())
+	}, settles).Should(Succeed())
 }
 
 func conditionStatus(vmi *kubevirtv1.VirtualMachineInstance, t kubevirtv1.VirtualMachineInstanceConditionType) corev1.ConditionStatus {
@@ -129,7 +128,7 @@ func TestTaintedHostTakesNoVM(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(getVMI(g, "zone-t").Status.Phase).To(Equal(kubevirtv1.Scheduling))
 		g.Expect(launcherSchedulingMessage(g, "zone-t")).To(ContainSubstring("harvester-tainted: node had untolerated taint {kubevirt.io/drain: draining}"))
-	}, 30*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	host = hostOf("harvester-tainted")
 	base = host.DeepCopy()
@@ -139,5 +138,5 @@ func TestTaintedHostTakesNoVM(t *testing.T) {
 		vmi := getVMI(g, "zone-t")
 		g.Expect(vmi.Status.NodeName).To(Equal("harvester-tainted"))
 		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
-	}, 30*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 }

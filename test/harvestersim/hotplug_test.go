@@ -3,7 +3,6 @@ package harvestersim_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -35,7 +34,7 @@ func TestKubeVirtHotplugsCPUAndMemoryThroughAMigration(t *testing.T) {
 		g.Expect(before.Status.CurrentCPUTopology).To(Equal(&kubevirtv1.CPUTopology{Sockets: 1, Cores: 1, Threads: 1}))
 		g.Expect(before.Status.Memory).NotTo(BeNil())
 		g.Expect(before.Status.Memory.GuestAtBoot.String()).To(Equal("2Gi"))
-	}, 30*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	setTopology := func(sockets uint32, guest string) error {
 		v := &kubevirtv1.VirtualMachine{}
@@ -46,7 +45,7 @@ func TestKubeVirtHotplugsCPUAndMemoryThroughAMigration(t *testing.T) {
 		v.Spec.Template.Spec.Domain.Memory.Guest = ptr.To(resource.MustParse(guest))
 		return sim.Client().Update(ctx, v)
 	}
-	g.Eventually(func() error { return setTopology(2, "4Gi") }, 10*time.Second).Should(Succeed())
+	g.Eventually(func() error { return setTopology(2, "4Gi") }, settles).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		vmi := getVMI(g, "hotplug")
 		g.Expect(vmi.UID).To(Equal(before.UID), "the same VMI: no restart")
@@ -69,7 +68,7 @@ func TestKubeVirtHotplugsCPUAndMemoryThroughAMigration(t *testing.T) {
 		for _, c := range v.Status.Conditions {
 			g.Expect(c.Type).NotTo(Equal(kubevirtv1.VirtualMachineRestartRequired), c.Message)
 		}
-	}, time.Minute).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	err := setTopology(8, "4Gi")
 	g.Expect(err).To(HaveOccurred(), "more sockets than maxSockets")

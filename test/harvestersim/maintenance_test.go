@@ -51,7 +51,7 @@ func TestMaintenanceModeIsHarvesters(t *testing.T) {
 		g.Expect(m.Status.Phase).To(Equal(kubevirtv1.Running), "%v", m.Status.Conditions)
 		g.Expect(p.Status.Phase).To(Equal(kubevirtv1.Running), "%v", p.Status.Conditions)
 		movesHost, pinnedHost = m.Status.NodeName, p.Status.NodeName
-	}, time.Minute).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	// A host whose VM can migrate drains and completes.
 	g.Expect(h.EnableMaintenance(ctx, movesHost, false)).To(Succeed())
@@ -71,7 +71,7 @@ func TestMaintenanceModeIsHarvesters(t *testing.T) {
 	g.Expect(h.EnableMaintenance(ctx, pinnedHost, false)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(host(g, pinnedHost).Annotations).NotTo(HaveKey(harvestersim.AnnotationDrainRequested))
-	}, time.Minute).Should(Succeed())
+	}, settles).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		node := host(g, pinnedHost)
 		g.Expect(node.Annotations).NotTo(HaveKey(harvestersim.AnnotationMaintainStatus))

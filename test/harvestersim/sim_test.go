@@ -106,14 +106,21 @@ func hostOf(name string) *corev1.Node {
 	return node
 }
 
+// settles bounds the waits for what the simulated Harvester's controllers (and Harvester's and
+// KubeVirt's own) do: seconds on an idle machine, much longer beside other work, so it is a bound
+// only something stuck reaches.
+const settles = 2 * time.Minute
+
 func deleteVM(t *testing.T, name string) {
 	t.Helper()
 	g := NewWithT(t)
 	v := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	g.Expect(client.IgnoreNotFound(sim.Client().Delete(ctx, v))).To(Succeed())
+	// KubeVirt's controllers and their finalizers take the VM away: seconds on an idle machine,
+	// much longer on a loaded one, so the bound is one only a stuck deletion passes.
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(sim.Client().Get(ctx, client.ObjectKeyFromObject(v), v))
-	}, 10*time.Second).Should(BeTrue())
+	}, settles).Should(BeTrue())
 }
 
 func TestVMRunsWithVolumesAddressesAndLabels(t *testing.T) {
@@ -127,7 +134,7 @@ func TestVMRunsWithVolumesAddressesAndLabels(t *testing.T) {
 		pvc := &corev1.PersistentVolumeClaim{}
 		g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "run-1-disk-0-abcde"}, pvc)).To(Succeed())
 		g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	// The VMI runs on a host with the template's labels and the guest agent's addresses.
 	g.Eventually(func(g Gomega) {
@@ -147,14 +154,14 @@ func TestVMRunsWithVolumesAddressesAndLabels(t *testing.T) {
 		g.Expect(vmi.Status.Interfaces[2].Name).To(BeEmpty())
 		g.Expect(vmi.Status.Conditions).To(ContainElement(And(
 			HaveField("Type", kubevirtv1.VirtualMachineInstanceAgentConnected), HaveField("Status", corev1.ConditionTrue))))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	g.Eventually(func(g Gomega) {
 		v := &kubevirtv1.VirtualMachine{}
 		g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "run-1"}, v)).To(Succeed())
 		g.Expect(v.Status.Ready).To(BeTrue())
 		g.Expect(v.Status.PrintableStatus).To(Equal(kubevirtv1.VirtualMachineStatusRunning))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 }
 
 func TestSchedulingFollowsAffinity(t *testing.T) {
@@ -172,7 +179,7 @@ func TestSchedulingFollowsAffinity(t *testing.T) {
 	defer deleteVM(t, "zone-b")
 	g.Eventually(func(g Gomega) {
 		g.Expect(getVMI(g, "zone-b").Status.NodeName).To(Equal("harvester-3"))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	// Soft anti-affinity between siblings spreads them over the three hosts.
 	for i := range 3 {
@@ -188,7 +195,7 @@ func TestSchedulingFollowsAffinity(t *testing.T) {
 		}))).To(Succeed())
 		defer deleteVM(t, name)
 		// One at a time, as a MachineDeployment creates them: each sees the others placed.
-		g.Eventually(func(g Gomega) { g.Expect(getVMI(g, name).Status.NodeName).NotTo(BeEmpty()) }, 10*time.Second).Should(Succeed())
+		g.Eventually(func(g Gomega) { g.Expect(getVMI(g, name).Status.NodeName).NotTo(BeEmpty()) }, settles).Should(Succeed())
 	}
 	hosts := map[string]bool{}
 	for i := range 3 {
@@ -214,7 +221,7 @@ func TestUnschedulableVMWaitsForAHost(t *testing.T) {
 		g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "zone-c"}, v)).To(Succeed())
 		g.Expect(v.Status.PrintableStatus).To(Equal(kubevirtv1.VirtualMachineStatusUnschedulable))
 		g.Expect(getVMI(g, "zone-c").Status.Phase).To(Equal(kubevirtv1.Scheduling))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	// A host in that zone joins: the VMI is placed there without anyone touching it.
 	g.Expect(sim.AddHost(ctx, harvestersim.Host{Name: "harvester-4", Zone: "zone-c", Region: "region-1"})).To(Succeed())
@@ -225,7 +232,7 @@ func TestUnschedulableVMWaitsForAHost(t *testing.T) {
 		vmi := getVMI(g, "zone-c")
 		g.Expect(vmi.Status.NodeName).To(Equal("harvester-4"))
 		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 }
 
 func TestGuestClusterVMIsGetHostTopology(t *testing.T) {
@@ -245,12 +252,12 @@ func TestGuestClusterVMIsGetHostTopology(t *testing.T) {
 		g.Expect(vmi.Annotations).To(HaveKeyWithValue(harvestersim.LabelZone, host.Labels[harvestersim.LabelZone]))
 		g.Expect(vmi.Annotations).To(HaveKeyWithValue(harvestersim.LabelRegion, "region-1"))
 		g.Expect(vmi.Annotations).To(HaveKeyWithValue(harvestersim.LabelHostname, host.Name))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		vmi := getVMI(g, "plain")
 		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
 		g.Expect(vmi.Annotations).NotTo(HaveKey(harvestersim.LabelZone))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 }
 
 func TestLiveMigrationMovesTheVMIAndKeepsItsAddresses(t *testing.T) {
@@ -265,7 +272,7 @@ func TestLiveMigrationMovesTheVMIAndKeepsItsAddresses(t *testing.T) {
 		before = getVMI(g, "migrate")
 		g.Expect(before.Status.Interfaces).NotTo(BeEmpty())
 		g.Expect(before.Status.Interfaces[0].IP).NotTo(BeEmpty())
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	vmim, err := sim.Migrate(ctx, ns, "migrate")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -274,7 +281,7 @@ func TestLiveMigrationMovesTheVMIAndKeepsItsAddresses(t *testing.T) {
 		g.Expect(sim.Client().Get(ctx, client.ObjectKeyFromObject(vmim), vmim)).To(Succeed())
 		g.Expect(vmim.Status.Phase).To(Equal(kubevirtv1.MigrationSucceeded))
 		g.Expect(vmim.Finalizers).NotTo(ContainElement(kubevirtv1.VirtualMachineInstanceMigrationFinalizer), "lifted once over")
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		after := getVMI(g, "migrate")
 		g.Expect(after.Status.NodeName).NotTo(Equal(before.Status.NodeName))
@@ -282,7 +289,7 @@ func TestLiveMigrationMovesTheVMIAndKeepsItsAddresses(t *testing.T) {
 		g.Expect(after.Status.MigrationState.SourceNode).To(Equal(before.Status.NodeName))
 		g.Expect(after.Status.Interfaces[0].IP).To(Equal(before.Status.Interfaces[0].IP))
 		g.Expect(after.Annotations).To(HaveKeyWithValue(harvestersim.LabelHostname, after.Status.NodeName))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 }
 
 func TestVMDeletionCascades(t *testing.T) {
@@ -296,8 +303,8 @@ func TestVMDeletionCascades(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: v.Name, UID: v.UID}}}}
 	g.Expect(sim.Client().Create(ctx, secret)).To(Succeed())
 	g.Expect(sim.Client().Create(ctx, vm("keeps-disk", nil))).To(Succeed())
-	g.Eventually(func(g Gomega) { g.Expect(getVMI(g, "cascade").Status.Phase).To(Equal(kubevirtv1.Running)) }, 10*time.Second).Should(Succeed())
-	g.Eventually(func(g Gomega) { g.Expect(getVMI(g, "keeps-disk").Status.Phase).To(Equal(kubevirtv1.Running)) }, 10*time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(getVMI(g, "cascade").Status.Phase).To(Equal(kubevirtv1.Running)) }, settles).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(getVMI(g, "keeps-disk").Status.Phase).To(Equal(kubevirtv1.Running)) }, settles).Should(Succeed())
 	// Harvester's VM controller deletes the listed volumes under a finalizer it adds after the
 	// VM's creation; a VM deleted before that leaves them (the provider deletes its labelled
 	// volumes itself once the VM is gone, so it does not depend on this).
@@ -305,22 +312,22 @@ func TestVMDeletionCascades(t *testing.T) {
 		got := &kubevirtv1.VirtualMachine{}
 		g.Expect(sim.Client().Get(ctx, client.ObjectKeyFromObject(v), got)).To(Succeed())
 		g.Expect(got.Finalizers).To(ContainElement(harvestersim.FinalizerHarvesterVMCleanup))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	deleteVM(t, "cascade")
 	deleteVM(t, "keeps-disk")
 	gone := func(obj client.Object) func() bool {
 		return func() bool { return apierrors.IsNotFound(sim.Client().Get(ctx, client.ObjectKeyFromObject(obj), obj)) }
 	}
-	g.Eventually(gone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cascade"}}), 10*time.Second).Should(BeTrue())
-	g.Eventually(gone(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cascade-disk-0-abcde"}}), 10*time.Second).Should(BeTrue())
-	g.Eventually(gone(secret), 10*time.Second).Should(BeTrue())
+	g.Eventually(gone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cascade"}}), settles).Should(BeTrue())
+	g.Eventually(gone(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cascade-disk-0-abcde"}}), settles).Should(BeTrue())
+	g.Eventually(gone(secret), settles).Should(BeTrue())
 
 	// Without the removal annotation Harvester keeps the volume: that is how volumes leak.
 	kept := &corev1.PersistentVolumeClaim{}
 	g.Expect(sim.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "keeps-disk-disk-0-abcde"}, kept)).To(Succeed())
 	g.Expect(sim.Client().Delete(ctx, kept)).To(Succeed())
-	g.Eventually(gone(kept), 10*time.Second).Should(BeTrue(), "the pvc-protection finalizer is lifted once no VMI uses it")
+	g.Eventually(gone(kept), settles).Should(BeTrue(), "the pvc-protection finalizer is lifted once no VMI uses it")
 }
 
 func loadBalancer(name string, mutate func(*lbv1.LoadBalancer)) *lbv1.LoadBalancer {
@@ -356,7 +363,7 @@ func deleteLB(t *testing.T, name string) {
 	g := NewWithT(t)
 	lb := &lbv1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	g.Expect(client.IgnoreNotFound(sim.Client().Delete(ctx, lb))).To(Succeed())
-	g.Eventually(func() bool { return apierrors.IsNotFound(sim.Client().Get(ctx, client.ObjectKeyFromObject(lb), lb)) }, 10*time.Second).Should(BeTrue())
+	g.Eventually(func() bool { return apierrors.IsNotFound(sim.Client().Get(ctx, client.ObjectKeyFromObject(lb), lb)) }, settles).Should(BeTrue())
 }
 
 func readyCondition(lb *lbv1.LoadBalancer) lbv1.Condition {
@@ -390,7 +397,7 @@ func TestLoadBalancerGetsAPoolAddressBySelectorAndKeepsIt(t *testing.T) {
 		// No VM behind it yet: not ready, but the address is known.
 		g.Expect(readyCondition(got).Status).To(Equal(corev1.ConditionFalse))
 		g.Expect(readyCondition(got).Message).To(Equal("no running backend servers"))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 	g.Expect(getPool(g, "guests").Status.Allocated).To(HaveKeyWithValue(ip, ns+"/cp"))
 
 	// A running VM that matches the selector becomes a backend. Harvester's prober probes every
@@ -402,7 +409,7 @@ func TestLoadBalancerGetsAPoolAddressBySelectorAndKeepsIt(t *testing.T) {
 		got := getLB(g, "cp")
 		g.Expect(got.Status.BackendServers).To(HaveLen(1))
 		g.Expect(readyCondition(got).Status).To(Equal(corev1.ConditionTrue))
-	}, 30*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	// Deleting releases the address into the pool's history; the same name gets it back.
 	deleteLB(t, "cp")
@@ -413,14 +420,14 @@ func TestLoadBalancerGetsAPoolAddressBySelectorAndKeepsIt(t *testing.T) {
 	other := loadBalancer("other", func(lb *lbv1.LoadBalancer) { lb.Annotations[harvestersim.AnnotationLBNetwork] = "default/vlan10" })
 	g.Expect(sim.Client().Create(ctx, other)).To(Succeed())
 	defer deleteLB(t, "other")
-	g.Eventually(func(g Gomega) { g.Expect(getLB(g, "other").Status.AllocatedAddress.IP).NotTo(BeEmpty()) }, 10*time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(getLB(g, "other").Status.AllocatedAddress.IP).NotTo(BeEmpty()) }, settles).Should(Succeed())
 	g.Expect(getLB(g, "other").Status.AllocatedAddress.IP).NotTo(Equal(ip), "a remembered address goes to its old owner only")
 
 	g.Expect(sim.Client().Create(ctx, loadBalancer("cp", func(lb *lbv1.LoadBalancer) {
 		lb.Annotations[harvestersim.AnnotationLBNetwork] = "default/vlan10"
 	}))).To(Succeed())
 	defer deleteLB(t, "cp")
-	g.Eventually(func(g Gomega) { g.Expect(getLB(g, "cp").Status.AllocatedAddress.IP).To(Equal(ip)) }, 10*time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(getLB(g, "cp").Status.AllocatedAddress.IP).To(Equal(ip)) }, settles).Should(Succeed())
 }
 
 func TestLoadBalancerWithoutMatchingPoolUsesTheGlobalPool(t *testing.T) {
@@ -432,7 +439,7 @@ func TestLoadBalancerWithoutMatchingPoolUsesTheGlobalPool(t *testing.T) {
 		got := getLB(g, "global")
 		g.Expect(got.Status.AllocatedAddress.IPPool).To(Equal("global"))
 		g.Expect(got.Status.AllocatedAddress.IP).To(HavePrefix("10.40.0."))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 }
 
 // guestLB makes a load balancer a guest cluster's (workloadType cluster), as a CCM makes them.
@@ -457,7 +464,7 @@ func TestGuestLoadBalancerNetworkComesFromNodeDriverVMs(t *testing.T) {
 	// are by the time its CCM makes a load balancer) has long been there.
 	g.Eventually(func(g Gomega) {
 		g.Expect(getVMI(g, "rke-pool1-abc").Status.Phase).To(Equal(kubevirtv1.Running))
-	}, 30*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	lb := loadBalancer("rke-svc", guestLB("rke"))
 	g.Expect(sim.Client().Create(ctx, lb)).To(Succeed())
@@ -465,7 +472,7 @@ func TestGuestLoadBalancerNetworkComesFromNodeDriverVMs(t *testing.T) {
 	g.Expect(lb.Annotations).To(HaveKeyWithValue(harvestersim.AnnotationLBNetwork, "default/vlan20"))
 	g.Eventually(func(g Gomega) {
 		g.Expect(getLB(g, "rke-svc").Status.AllocatedAddress.IPPool).To(Equal("node-driver"))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 }
 
 func TestExhaustedPoolIsReportedAndRecovers(t *testing.T) {
@@ -475,7 +482,7 @@ func TestExhaustedPoolIsReportedAndRecovers(t *testing.T) {
 	for _, name := range []string{"tiny-1", "tiny-2", "tiny-3"} {
 		g.Expect(sim.Client().Create(ctx, loadBalancer(name, onTiny))).To(Succeed())
 		defer deleteLB(t, name)
-		g.Eventually(func(g Gomega) { g.Expect(getLB(g, name).Status.Conditions).NotTo(BeEmpty()) }, 10*time.Second).Should(Succeed())
+		g.Eventually(func(g Gomega) { g.Expect(getLB(g, name).Status.Conditions).NotTo(BeEmpty()) }, settles).Should(Succeed())
 	}
 	third := getLB(g, "tiny-3")
 	g.Expect(third.Status.AllocatedAddress.IP).To(BeEmpty())
@@ -485,7 +492,7 @@ func TestExhaustedPoolIsReportedAndRecovers(t *testing.T) {
 
 	// Freeing an address serves the waiting load balancer, by watch.
 	deleteLB(t, "tiny-1")
-	g.Eventually(func(g Gomega) { g.Expect(getLB(g, "tiny-3").Status.AllocatedAddress.IP).To(Equal("10.30.0.10")) }, 10*time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(getLB(g, "tiny-3").Status.AllocatedAddress.IP).To(Equal("10.30.0.10")) }, settles).Should(Succeed())
 }
 
 func TestDHCPLoadBalancers(t *testing.T) {
@@ -505,7 +512,7 @@ func TestDHCPLoadBalancers(t *testing.T) {
 		g.Expect(got.Status.AllocatedAddress.IP).To(Equal(harvestersim.AddressAskDHCP))
 		g.Expect(got.Status.Address).To(BeEmpty())
 		g.Expect(readyCondition(got).Status).To(Equal(corev1.ConditionTrue))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		g.Expect(getLB(g, "guest-svc").Status.AllocatedAddress.IP).To(Equal(harvestersim.AddressAskDHCP))
 	}, 500*time.Millisecond).Should(Succeed())
@@ -513,7 +520,7 @@ func TestDHCPLoadBalancers(t *testing.T) {
 		got := getLB(g, "vm-dhcp")
 		g.Expect(got.Status.AllocatedAddress.IP).To(Equal(harvestersim.AddressAskDHCP))
 		g.Expect(got.Status.Address).To(HavePrefix("10.10.200."))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 }
 
 // providerClient is a client of the simulated Harvester as the provider's restricted identity,
@@ -589,7 +596,7 @@ func TestOutageAndRevokedIdentity(t *testing.T) {
 	g.Expect(c.List(ctx, &corev1.NodeList{})).To(Succeed(), "the same client works again once the API is back")
 
 	g.Expect(sim.RevokeProviderIdentity(ctx)).To(Succeed())
-	g.Eventually(func() bool { return apierrors.IsUnauthorized(c.List(ctx, &corev1.NodeList{})) }, 10*time.Second).Should(BeTrue())
+	g.Eventually(func() bool { return apierrors.IsUnauthorized(c.List(ctx, &corev1.NodeList{})) }, settles).Should(BeTrue())
 	kubeconfig, err := sim.RestoreProviderIdentity(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(apierrors.IsUnauthorized(c.List(ctx, &corev1.NodeList{}))).To(BeTrue(), "old tokens stay revoked")
@@ -604,7 +611,7 @@ func TestVMIWithoutGuestAgentNeverGetsAnIP(t *testing.T) {
 	defer sim.Faults.Clear()
 	g.Expect(sim.Client().Create(ctx, vm("silent", nil))).To(Succeed())
 	defer deleteVM(t, "silent")
-	g.Eventually(func(g Gomega) { g.Expect(getVMI(g, "silent").Status.Phase).To(Equal(kubevirtv1.Running)) }, 10*time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(getVMI(g, "silent").Status.Phase).To(Equal(kubevirtv1.Running)) }, settles).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		for _, iface := range getVMI(g, "silent").Status.Interfaces {
 			g.Expect(iface.IP).To(BeEmpty())
@@ -656,7 +663,7 @@ func TestDevicesScheduleOnlyWhereAHostHasThem(t *testing.T) {
 			g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Scheduling))
 			g.Expect(podScheduledMessage(vmi.Status.Conditions)).To(ContainSubstring("Insufficient "))
 			g.Expect(launcherSchedulingMessage(g, name)).To(ContainSubstring("Insufficient " + missing))
-		}, 30*time.Second).Should(Succeed())
+		}, settles).Should(Succeed())
 	}
 	unschedulable("gpu-a", gpu)
 	unschedulable("gpu-a", nic)
@@ -669,7 +676,7 @@ func TestDevicesScheduleOnlyWhereAHostHasThem(t *testing.T) {
 		message := launcherSchedulingMessage(g, "gpu-a")
 		reasons := strings.Split(message[strings.Index(message, ": ")+2:], "; ")
 		g.Expect(reasons).To(ContainElement("harvester-gpu-1: Insufficient "+nic), "the host with the vGPU lacks only the NIC")
-	}, 30*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 	g.Expect(sim.AddHost(ctx, harvestersim.Host{Name: "harvester-gpu-2", Zone: "zone-a", Region: "region-1",
 		Devices: map[string]int{gpu: 1, nic: 1}})).To(Succeed())
 	defer func() { g.Expect(sim.Client().Delete(ctx, hostOf("harvester-gpu-2"))).To(Succeed()) }()
@@ -677,7 +684,7 @@ func TestDevicesScheduleOnlyWhereAHostHasThem(t *testing.T) {
 		vmi := getVMI(g, "gpu-a")
 		g.Expect(vmi.Status.NodeName).To(Equal("harvester-gpu-2"))
 		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	// The host's one NIC is taken: a second such VM waits until the first goes.
 	g.Expect(sim.Client().Create(ctx, vm("gpu-b", withDevices))).To(Succeed())
@@ -686,7 +693,7 @@ func TestDevicesScheduleOnlyWhereAHostHasThem(t *testing.T) {
 	deleteVM(t, "gpu-a")
 	g.Eventually(func(g Gomega) {
 		g.Expect(getVMI(g, "gpu-b").Status.NodeName).To(Equal("harvester-gpu-2"))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 }
 
 // Harvester's VM mutator sets requests from the overcommit setting and the guest memory from the
@@ -761,7 +768,7 @@ func TestKubeVirtAdmissionDefaultsAndRefuses(t *testing.T) {
 		g.Expect(vmi.Spec.Domain.Machine).NotTo(BeNil())
 		g.Expect(vmi.Spec.Domain.Machine.Type).To(Equal("q35"))
 		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	vmi := getVMI(NewWithT(t), "kv-defaults")
 	changed := vmi.DeepCopy()

@@ -69,7 +69,7 @@ func TestKubeVirtsVirtControllerRunsAVM(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		settled := resourceVersion(g)
 		g.Consistently(resourceVersion, 2*time.Second, 200*time.Millisecond).Should(Equal(settled))
-	}, 20*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 
 	// A live migration: KubeVirt's migration controller makes the target pod (placed on another
 	// host), hands over, and the simulated virt-handlers move the guest; the source's launcher exits.
@@ -100,12 +100,12 @@ func TestKubeVirtsVirtControllerRunsAVM(t *testing.T) {
 	gone := func(obj client.Object) func() bool {
 		return func() bool { return apierrors.IsNotFound(h.Client().Get(ctx, client.ObjectKeyFromObject(obj), obj)) }
 	}
-	g.Eventually(gone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: v.ObjectMeta}), time.Minute).Should(BeTrue())
-	g.Eventually(gone(&kubevirtv1.VirtualMachine{ObjectMeta: v.ObjectMeta}), time.Minute).Should(BeTrue())
-	g.Eventually(gone(secret), time.Minute).Should(BeTrue())
+	g.Eventually(gone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: v.ObjectMeta}), settles).Should(BeTrue())
+	g.Eventually(gone(&kubevirtv1.VirtualMachine{ObjectMeta: v.ObjectMeta}), settles).Should(BeTrue())
+	g.Eventually(gone(secret), settles).Should(BeTrue())
 	g.Eventually(func(g Gomega) {
 		pods := &corev1.PodList{}
 		g.Expect(h.Client().List(ctx, pods, client.InNamespace(ns))).To(Succeed())
 		g.Expect(pods.Items).To(BeEmpty())
-	}, time.Minute).Should(Succeed())
+	}, settles).Should(Succeed())
 }
