@@ -13,8 +13,8 @@ import (
 const (
 	// DefaultMaxCachedBytes bounds what one connection's cache holds (its objects as the cache
 	// keeps them, measured as JSON): a guest that fills its target namespace with objects the
-	// cache selects stops its own connection, not the manager. At 1,000 machines in one cluster
-	// the provider's own objects take about 5 MiB.
+	// cache selects stops its own connection, not the manager. Each VM, VMI and volume is kept
+	// in under 3 KiB of JSON: 1,000 machines with one disk each stay under 9 MiB.
 	DefaultMaxCachedBytes = 64 << 20
 	// DefaultBudgetCooldown is how long a connection that went over its budget stays down
 	// before it is built again (each build lists, and so costs, all of it once more).
