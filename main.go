@@ -49,6 +49,7 @@ type options struct {
 	harvesterQPS       float32
 	harvesterBurst     int
 	harvesterCacheMiB  int64
+	harvesterCachesMiB int64
 	ccmImage           string
 	identityExpiry     time.Duration
 	referenceRecheck   time.Duration
@@ -83,6 +84,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.harvesterBurst, "harvester-api-burst", controllers.DefaultHarvesterBurst, "Burst of queries to each Harvester cluster's API server.")
 	fs.Int64Var(&o.harvesterCacheMiB, "harvester-cache-budget-mib", transport.DefaultMaxCachedBytes>>20,
 		"What each connection to a Harvester cluster may cache, in MiB: a connection that passes it is stopped for a while and its clusters report CacheBudgetExceeded (0: no bound).")
+	fs.Int64Var(&o.harvesterCachesMiB, "harvester-cache-budget-total-mib", transport.DefaultMaxCachedBytesTotal>>20,
+		"What all connections to Harvester clusters may cache together, in MiB: the connection whose object passes it is stopped as above (0: no bound).")
 	fs.StringVar(&o.ccmImage, "ccm-image", controllers.DefaultCCMImage, "Image of the cloud controller manager installed into guest clusters.")
 	fs.DurationVar(&o.identityExpiry, "identity-expiry-warning", controllers.DefaultIdentityExpiryWarning,
 		"How long before an identity's token or client certificate expires (when it says so) the HarvesterCluster warns: condition IdentityExpiringSoon and a warning event.")
@@ -196,18 +199,19 @@ func run(o *options) error {
 
 	ctx := ctrl.SetupSignalHandler()
 	if err := controllers.Setup(ctx, mgr, controllers.Options{
-		WatchFilterValue:      o.watchFilterValue,
-		ClusterConcurrency:    o.clusterConcurrency,
-		MachineConcurrency:    o.machineConcurrency,
-		HarvesterQPS:          o.harvesterQPS,
-		HarvesterBurst:        o.harvesterBurst,
-		HarvesterCacheBudget:  cacheBudgetBytes(o.harvesterCacheMiB),
-		CCMImage:              o.ccmImage,
-		IdentityExpiryWarning: o.identityExpiry,
-		ReferenceRecheck:      o.referenceRecheck,
-		HostDrainTimeout:      o.hostDrainTimeout,
-		KubeconfigPolicy:      o.kubeconfigPolicy,
-		ProviderNamespace:     os.Getenv("POD_NAMESPACE"),
+		WatchFilterValue:          o.watchFilterValue,
+		ClusterConcurrency:        o.clusterConcurrency,
+		MachineConcurrency:        o.machineConcurrency,
+		HarvesterQPS:              o.harvesterQPS,
+		HarvesterBurst:            o.harvesterBurst,
+		HarvesterCacheBudget:      cacheBudgetBytes(o.harvesterCacheMiB),
+		HarvesterCacheBudgetTotal: cacheBudgetBytes(o.harvesterCachesMiB),
+		CCMImage:                  o.ccmImage,
+		IdentityExpiryWarning:     o.identityExpiry,
+		ReferenceRecheck:          o.referenceRecheck,
+		HostDrainTimeout:          o.hostDrainTimeout,
+		KubeconfigPolicy:          o.kubeconfigPolicy,
+		ProviderNamespace:         os.Getenv("POD_NAMESPACE"),
 	}); err != nil {
 		return err
 	}

@@ -57,6 +57,9 @@ type Options struct {
 	// HarvesterCacheBudget bounds, in bytes, what each connection to Harvester caches
 	// (transport.ClientFactory.MaxCachedBytes: 0 for its default, negative for none).
 	HarvesterCacheBudget int64
+	// HarvesterCacheBudgetTotal bounds what all connections cache together
+	// (transport.ClientFactory.MaxCachedBytesTotal).
+	HarvesterCacheBudgetTotal int64
 	// TokenLifetime of the guests' Harvester tokens; Clock decides their renewal (tests inject
 	// a fake one).
 	TokenLifetime time.Duration
@@ -137,7 +140,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		UserAgent: "cluster-api-provider-harvester",
 		Policy:    o.KubeconfigPolicy,
 
-		MaxCachedBytes: o.HarvesterCacheBudget,
+		MaxCachedBytes:      o.HarvesterCacheBudget,
+		MaxCachedBytesTotal: o.HarvesterCacheBudgetTotal,
 	}
 	if err := mgr.Add(factory); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	toolscache "k8s.io/client-go/tools/cache"
@@ -16,6 +17,10 @@ const (
 	// cache selects stops its own connection, not the manager. Each VM, VMI and volume is kept
 	// in under 3 KiB of JSON: 1,000 machines with one disk each stay under 9 MiB.
 	DefaultMaxCachedBytes = 64 << 20
+	// DefaultMaxCachedBytesTotal bounds what all connections' caches hold together, half the
+	// manager's default memory limit (512 MiB): the connection whose object passes it stops,
+	// as if it had passed its own budget.
+	DefaultMaxCachedBytesTotal = 256 << 20
 	// DefaultBudgetCooldown is how long a connection that went over its budget stays down
 	// before it is built again (each build lists, and so costs, all of it once more).
 	DefaultBudgetCooldown = 5 * time.Minute
@@ -28,6 +33,10 @@ const (
 type cacheBudget struct {
 	limit    int64
 	exceeded func(total int64, objects int)
+	// process counts the bytes of every connection's cache, up to processLimit (none when
+	// nil or processLimit is not positive).
+	process      *atomic.Int64
+	processLimit int64
 
 	mu     sync.Mutex
 	sizes  map[string]int64
@@ -54,9 +63,14 @@ func (b *cacheBudget) set(obj any) {
 	}
 	b.mu.Lock()
 	key := budgetKey(o)
-	b.total += int64(len(data)) - b.sizes[key]
+	delta := int64(len(data)) - b.sizes[key]
+	b.total += delta
 	b.sizes[key] = int64(len(data))
-	fire := !b.passed && b.total > b.limit
+	overProcess := false
+	if b.process != nil {
+		overProcess = b.process.Add(delta) > b.processLimit && b.processLimit > 0 && delta > 0
+	}
+	fire := !b.passed && ((b.limit > 0 && b.total > b.limit) || overProcess)
 	b.passed = b.passed || fire
 	total, objects := b.total, len(b.sizes)
 	b.mu.Unlock()
@@ -80,8 +94,22 @@ func (b *cacheBudget) OnDelete(obj any) {
 	b.mu.Lock()
 	key := budgetKey(o)
 	b.total -= b.sizes[key]
+	if b.process != nil {
+		b.process.Add(-b.sizes[key])
+	}
 	delete(b.sizes, key)
 	b.mu.Unlock()
+}
+
+// release gives the connection's bytes back to the process's count, once its cache stopped.
+func (b *cacheBudget) release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.process != nil {
+		b.process.Add(-b.total)
+	}
+	b.total = 0
+	clear(b.sizes)
 }
 
 // Total returns the bytes and objects counted.

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
@@ -103,6 +104,11 @@ type ClientFactory struct {
 	// (DefaultBudgetCooldown when 0). Other connections go on.
 	MaxCachedBytes int64
 	BudgetCooldown time.Duration
+	// MaxCachedBytesTotal bounds what all connections cache together
+	// (DefaultMaxCachedBytesTotal when 0, none when negative): the connection whose object
+	// passes it is stopped as above.
+	MaxCachedBytesTotal int64
+	cached              atomic.Int64
 	// Policy decides which identity kubeconfigs are accepted (see KubeconfigPolicy).
 	Policy KubeconfigPolicy
 	// Metrics, when set, counts every connection's requests, labelled by its identity Secret.
@@ -528,16 +534,22 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 	if cooldown == 0 {
 		cooldown = DefaultBudgetCooldown
 	}
+	processLimit := f.MaxCachedBytesTotal
+	if processLimit == 0 {
+		processLimit = DefaultMaxCachedBytesTotal
+	}
 	budget := newCacheBudget(limit, func(total int64, objects int) {
 		until := time.Now().Add(cooldown)
-		over.set(fmt.Sprintf("the Harvester objects this cluster's connection caches (target namespaces %s) passed its budget of %d MiB "+
-			"(%d objects, %d MiB): most often objects a guest made in its target namespace; the connection is stopped until %s, "+
-			"and clusters on other connections are not affected", strings.Join(slices.Sorted(maps.Keys(namespaces)), ", "),
-			limit>>20, objects, total>>20, until.UTC().Format(time.RFC3339)), until)
+		over.set(fmt.Sprintf("the Harvester objects this cluster's connection caches (target namespaces %s) passed its budget "+
+			"(%d MiB for the connection, %d MiB for all of the manager's; it held %d objects, %d MiB): most often objects a guest "+
+			"made in its target namespace; the connection is stopped until %s, and clusters on other connections are not affected",
+			strings.Join(slices.Sorted(maps.Keys(namespaces)), ", "), limit>>20, processLimit>>20, objects, total>>20,
+			until.UTC().Format(time.RFC3339)), until)
 		ctrl.LoggerFrom(ctx).Info("A Harvester cache passed its budget; stopping its connection",
 			"identity", identity, "cluster", cluster, "bytes", total, "objects", objects, "until", until)
 		cancel()
 	})
+	budget.process, budget.processLimit = &f.cached, processLimit
 	// The informers of every cached kind exist before the cache starts, so that its sync means
 	// all of them, not only those the controllers' watches happened to ask for already.
 	for obj := range byObject {
@@ -546,7 +558,7 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 			cancel()
 			return nil, fmt.Errorf("creating the Harvester cache: %w", err)
 		}
-		if limit > 0 {
+		if limit > 0 || processLimit > 0 {
 			if _, err := inf.AddEventHandler(budget); err != nil {
 				cancel()
 				return nil, fmt.Errorf("creating the Harvester cache: %w", err)
@@ -562,7 +574,9 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 		}
 	}
 	go func() {
-		// A cache whose Start returns ends its connection, so that Get builds a new one.
+		// A cache whose Start returns ends its connection, so that Get builds a new one, and
+		// gives its bytes back to the manager's count.
+		defer budget.release()
 		defer cancel()
 		if err := c.Start(ctx); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Harvester cache stopped")
