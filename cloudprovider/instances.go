@@ -95,9 +95,7 @@ func (i *instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*c
 		return nil, cloudprovider.InstanceNotFound
 	}
 	md := &cloudprovider.InstanceMetadata{ProviderID: guestcloud.ProviderIDPrefix + string(vm.UID)}
-	if t := vm.Spec.Template; t != nil && t.Spec.Domain.CPU != nil && t.Spec.Domain.Memory != nil && t.Spec.Domain.Memory.Guest != nil {
-		md.InstanceType = fmt.Sprintf("%dcpu-%s", t.Spec.Domain.CPU.Cores, t.Spec.Domain.Memory.Guest.String())
-	}
+	md.InstanceType = guestcloud.InstanceType(vm)
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	if err := i.cloud.client.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err != nil {
 		if apierrors.IsNotFound(err) {
