@@ -85,7 +85,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.harvesterCacheMiB, "harvester-cache-budget-mib", transport.DefaultMaxCachedBytes>>20,
 		"What each connection to a Harvester cluster may cache, in MiB: a connection that passes it is stopped for a while and its clusters report CacheBudgetExceeded (0: no bound).")
 	fs.Int64Var(&o.harvesterCachesMiB, "harvester-cache-budget-total-mib", transport.DefaultMaxCachedBytesTotal>>20,
-		"What all connections to Harvester clusters may cache together, in MiB: the connection whose object passes it is stopped as above (0: no bound).")
+		"What all connections to Harvester clusters may cache together, in MiB: past it, the connection that holds the most is stopped as above (0: no bound).")
 	fs.StringVar(&o.ccmImage, "ccm-image", controllers.DefaultCCMImage, "Image of the cloud controller manager installed into guest clusters.")
 	fs.DurationVar(&o.identityExpiry, "identity-expiry-warning", controllers.DefaultIdentityExpiryWarning,
 		"How long before an identity's token or client certificate expires (when it says so) the HarvesterCluster warns: condition IdentityExpiringSoon and a warning event.")

@@ -22,8 +22,9 @@ const (
 	HarvesterUnreachableReason = "HarvesterUnreachable"
 
 	// CacheBudgetExceededReason: the objects the cluster's connection to Harvester caches passed
-	// the connection's budget (most often objects a guest made in its target namespace): the
-	// connection is stopped for a while, and other clusters' connections go on.
+	// the connection's budget, or it held the most when all connections together passed the
+	// manager's (most often objects a guest made in a target namespace): the connection is
+	// stopped for a while.
 	CacheBudgetExceededReason = "CacheBudgetExceeded"
 
 	// UnauthorizedReason: Harvester refused the identity's credentials (401): expired, revoked

@@ -409,6 +409,13 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 			"a cluster label": func(p *corev1.PersistentVolumeClaim) {
 				p.Labels = map[string]string{naming.LabelCluster: tc.guest().ID()}
 			},
+			"an image class by the old annotation": func(p *corev1.PersistentVolumeClaim) {
+				p.Annotations = map[string]string{"volume.beta.kubernetes.io/storage-class": "lh-0f3a9c2e"}
+			},
+			"no class at all": func(p *corev1.PersistentVolumeClaim) { p.Spec.StorageClassName = ptr.To("") },
+			"a clone of a volume": func(p *corev1.PersistentVolumeClaim) {
+				p.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "pvc-of-another-guest"}
+			},
 			"a selected volume": func(p *corev1.PersistentVolumeClaim) {
 				p.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "b"}}
 			},
@@ -478,6 +485,7 @@ var _ = Describe("A guest cluster's CSI credential", func() {
 			"swap its cloud-init Secret":           `[{"op":"replace","path":"/spec/template/spec/volumes/0/cloudInitNoCloud/secretRef/name","value":"mine"}]`,
 			"add a volume that is not hot-plugged": `[{"op":"add","path":"/spec/template/spec/volumes/-","value":{"name":"x","persistentVolumeClaim":{"claimName":"x"}}}]`,
 			"relabel it":                           `[{"op":"add","path":"/metadata/labels/extra","value":"x"}]`,
+			"hold its deletion with a finalizer":   `[{"op":"add","path":"/metadata/finalizers","value":["example.com/hold"]}]`,
 			"give it more memory":                  `[{"op":"add","path":"/spec/template/spec/domain/memory","value":{"guest":"64Gi"}}]`,
 		} {
 			err := c.Patch(ctx, own.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(patch)))

@@ -3,7 +3,6 @@ package transport
 import (
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -13,21 +12,24 @@ import (
 )
 
 // A connection's budget counts each object once however often it changes, gives back what is
-// deleted, and fires once; the manager's total across connections stops the connection whose
-// object passes it, not the others, and a stopped connection gives its bytes back.
-func TestCacheBudgetsCountEachObjectOnceAndStopWhoPassesThem(t *testing.T) {
+// deleted, and fires once. Past the manager's total, the connection that holds the most stops,
+// not the one whose object came last; a stopped connection is not counted again, and its bytes
+// leave the total once its cache has stopped.
+func TestCacheBudgetsCountEachObjectOnceAndStopTheLargest(t *testing.T) {
 	g := NewWithT(t)
 	object := func(name string, size int) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "guests", Name: name}, Data: map[string]string{"x": strings.Repeat("x", size)}}
 	}
 	var fired []string
-	var process atomic.Int64
+	all := &budgets{limit: 10_000}
 	budget := func(name string, limit int64) *cacheBudget {
-		b := newCacheBudget(limit, func(total int64, objects int) { fired = append(fired, fmt.Sprintf("%s:%d", name, objects)) })
-		b.process, b.processLimit = &process, 10_000
+		b := newCacheBudget(limit, func(_ int64, objects int, cause budgetCause) {
+			fired = append(fired, fmt.Sprintf("%s:%d:%v", name, objects, cause == managerBudget))
+		})
+		all.add(b)
 		return b
 	}
-	a, b := budget("a", 4_000), budget("b", 100_000)
+	a, b, c := budget("a", 4_000), budget("b", 100_000), budget("c", 100_000)
 
 	for range 5 { // one object, updated: counted once
 		a.OnUpdate(nil, object("one", 1_000))
@@ -40,19 +42,21 @@ func TestCacheBudgetsCountEachObjectOnceAndStopWhoPassesThem(t *testing.T) {
 	a.OnAdd(object("three", 1_000), false)
 	g.Expect(fired).To(BeEmpty())
 	a.OnAdd(object("four", 2_500), false) // past a's own 4,000
-	g.Expect(fired).To(Equal([]string{"a:3"}))
+	g.Expect(fired).To(Equal([]string{"a:3:false"}))
 	a.OnAdd(object("five", 100), false)
 	g.Expect(fired).To(HaveLen(1), "fires once")
-
-	// b stays under its own budget but passes the manager's with a's bytes counted.
-	b.OnAdd(object("b-1", 3_000), false)
-	g.Expect(fired).To(HaveLen(1))
-	b.OnAdd(object("b-2", 3_000), false)
-	g.Expect(fired).To(Equal([]string{"a:3", "b:2"}))
-
-	// a stopped: its bytes leave the manager's count.
-	before := process.Load()
-	aTotal, _ := a.Total()
 	a.release()
-	g.Expect(process.Load()).To(Equal(before - aTotal))
+	all.remove(a)
+	g.Expect(all.total.Load()).To(BeZero(), "a stopped cache's bytes leave the total")
+
+	// b holds the most; c's small object takes the total past the manager's limit: b stops.
+	b.OnAdd(object("b-1", 4_000), false)
+	b.OnAdd(object("b-2", 4_000), false)
+	c.OnAdd(object("c-1", 1_000), false)
+	g.Expect(fired).To(HaveLen(1))
+	c.OnAdd(object("c-2", 1_500), false)
+	g.Expect(fired).To(Equal([]string{"a:3:false", "b:2:true"}))
+	// b's bytes still count until its cache stops, but b is not stopped again, nor c for them.
+	c.OnAdd(object("c-3", 100), false)
+	g.Expect(fired).To(HaveLen(2))
 }

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
@@ -105,10 +104,13 @@ type ClientFactory struct {
 	MaxCachedBytes int64
 	BudgetCooldown time.Duration
 	// MaxCachedBytesTotal bounds what all connections cache together
-	// (DefaultMaxCachedBytesTotal when 0, none when negative): the connection whose object
-	// passes it is stopped as above.
+	// (DefaultMaxCachedBytesTotal when 0, none when negative): past it, the connection that
+	// holds the most is stopped as above.
 	MaxCachedBytesTotal int64
-	cached              atomic.Int64
+	budgets             budgets
+	// cooling holds, by connection key, the connections stopped for a budget until their
+	// cooldown ends; the stopped connection itself is retired, so its cache's memory goes.
+	cooling map[string]*overBudget
 	// Policy decides which identity kubeconfigs are accepted (see KubeconfigPolicy).
 	Policy KubeconfigPolicy
 	// Metrics, when set, counts every connection's requests, labelled by its identity Secret.
@@ -212,6 +214,10 @@ type cacheWatch struct {
 func (f *ClientFactory) Start(ctx context.Context) error {
 	f.mu.Lock()
 	f.ctx = ctx
+	f.budgets.limit = f.MaxCachedBytesTotal
+	if f.budgets.limit == 0 {
+		f.budgets.limit = DefaultMaxCachedBytesTotal
+	}
 	f.mu.Unlock()
 	<-ctx.Done()
 	f.mu.Lock()
@@ -294,6 +300,18 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 		// A user that switched identity Secrets lets go of the old connection.
 		f.releaseLocked(user, key)
 		c, ok := f.connections[key]
+		if over := f.cooling[key]; over != nil {
+			if err := over.err(time.Now()); err != nil {
+				if ok && c.stopped() {
+					// Stopped before Get stored it: its cache's memory goes now.
+					f.retireLocked(c)
+					delete(f.connections, key)
+				}
+				f.mu.Unlock()
+				return nil, err
+			}
+			delete(f.cooling, key)
+		}
 		if ok && c.fingerprint == fingerprint && c.namespaces[namespace] && !c.stopped() {
 			c.users[user] = namespace
 			c.secretVersion = secret.ResourceVersion
@@ -312,10 +330,6 @@ func (f *ClientFactory) Get(ctx context.Context, user string, secret *corev1.Sec
 			}
 		}
 		if ok && c.stopped() {
-			if err := c.over.err(time.Now()); err != nil {
-				f.mu.Unlock()
-				return nil, err
-			}
 			// Its cache's Start returned: waiting on it again would only time out.
 			ctrl.LoggerFrom(ctx).Info("The Harvester cache stopped, reconnecting", "identity", identity, "cluster", cluster)
 		}
@@ -534,22 +548,21 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 	if cooldown == 0 {
 		cooldown = DefaultBudgetCooldown
 	}
-	processLimit := f.MaxCachedBytesTotal
-	if processLimit == 0 {
-		processLimit = DefaultMaxCachedBytesTotal
-	}
-	budget := newCacheBudget(limit, func(total int64, objects int) {
+	budget := newCacheBudget(limit, func(total int64, objects int, cause budgetCause) {
 		until := time.Now().Add(cooldown)
-		over.set(fmt.Sprintf("the Harvester objects this cluster's connection caches (target namespaces %s) passed its budget "+
-			"(%d MiB for the connection, %d MiB for all of the manager's; it held %d objects, %d MiB): most often objects a guest "+
-			"made in its target namespace; the connection is stopped until %s, and clusters on other connections are not affected",
-			strings.Join(slices.Sorted(maps.Keys(namespaces)), ", "), limit>>20, processLimit>>20, objects, total>>20,
-			until.UTC().Format(time.RFC3339)), until)
+		namespaceList := strings.Join(slices.Sorted(maps.Keys(namespaces)), ", ")
+		why := fmt.Sprintf("passed the connection's budget of %d MiB", limit>>20)
+		if cause == managerBudget {
+			why = fmt.Sprintf("was the largest when the manager's Harvester caches together passed their budget of %d MiB", f.budgets.limit>>20)
+		}
+		over.set(fmt.Sprintf("the Harvester objects this cluster's connection caches (target namespaces %s; %d objects, %d MiB) %s: "+
+			"most often objects a guest made in a target namespace; the connection is stopped until %s",
+			namespaceList, objects, total>>20, why, until.UTC().Format(time.RFC3339)), until)
 		ctrl.LoggerFrom(ctx).Info("A Harvester cache passed its budget; stopping its connection",
-			"identity", identity, "cluster", cluster, "bytes", total, "objects", objects, "until", until)
+			"identity", identity, "cluster", cluster, "bytes", total, "objects", objects, "manager", cause == managerBudget, "until", until)
 		cancel()
 	})
-	budget.process, budget.processLimit = &f.cached, processLimit
+	f.budgets.add(budget)
 	// The informers of every cached kind exist before the cache starts, so that its sync means
 	// all of them, not only those the controllers' watches happened to ask for already.
 	for obj := range byObject {
@@ -558,11 +571,10 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 			cancel()
 			return nil, fmt.Errorf("creating the Harvester cache: %w", err)
 		}
-		if limit > 0 || processLimit > 0 {
-			if _, err := inf.AddEventHandler(budget); err != nil {
-				cancel()
-				return nil, fmt.Errorf("creating the Harvester cache: %w", err)
-			}
+		if _, err := inf.AddEventHandler(budget); err != nil {
+			cancel()
+			f.budgets.remove(budget)
+			return nil, fmt.Errorf("creating the Harvester cache: %w", err)
 		}
 	}
 	for _, w := range watches {
@@ -573,16 +585,7 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 			}
 		}
 	}
-	go func() {
-		// A cache whose Start returns ends its connection, so that Get builds a new one, and
-		// gives its bytes back to the manager's count.
-		defer budget.release()
-		defer cancel()
-		if err := c.Start(ctx); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Harvester cache stopped")
-		}
-	}()
-	return &connection{
+	conn = &connection{
 		identity:    identity,
 		cluster:     cluster,
 		transport:   t,
@@ -592,7 +595,37 @@ func (f *ClientFactory) connect(factoryCtx context.Context, watches []cacheWatch
 		ctx:         ctx,
 		cancel:      cancel,
 		over:        over,
-	}, nil
+	}
+	key := connectionKey(identity, cluster)
+	go func() {
+		// A cache whose Start returns ends its connection, so that Get builds a new one, and
+		// gives its bytes back to the manager's count; one stopped for a budget is retired at
+		// once, so that its cache's memory goes, and Get answers from its cooldown.
+		defer func() {
+			f.budgets.remove(budget)
+			budget.release()
+		}()
+		defer func() {
+			cancel()
+			if over.err(time.Now()) == nil {
+				return
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.cooling == nil {
+				f.cooling = map[string]*overBudget{}
+			}
+			f.cooling[key] = over
+			if f.connections[key] == conn {
+				f.retireLocked(conn)
+				delete(f.connections, key)
+			}
+		}()
+		if err := c.Start(ctx); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Harvester cache stopped")
+		}
+	}()
+	return conn, nil
 }
 
 // UsersOf returns the users of the connection whose cache is c (none for a cache whose
