@@ -105,6 +105,11 @@ var _ = AfterEach(func() {
 	if !CurrentSpecReport().Failed() || testBed == nil || testBed.Provider == nil {
 		return
 	}
+	if testBed.Harvester != nil {
+		for _, ended := range testBed.Harvester.EndedPrograms(20) {
+			GinkgoWriter.Printf("--- on the simulated Harvester, %s\n", ended)
+		}
+	}
 	if restarts, last := testBed.Provider.Restarts(); restarts > 0 {
 		GinkgoWriter.Printf("--- the manager ended by itself %d times so far (the last: %v) and was started again ---\n", restarts, last)
 	}

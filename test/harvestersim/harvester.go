@@ -266,3 +266,14 @@ func readFile(path string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// EndedPrograms describes each of Harvester's, KubeVirt's and Kubernetes' programs the simulated
+// Harvester runs that ended by itself (a lost leader lease ends some), with the end of its log:
+// nothing starts them again, so a failed test says so.
+func (h *Harvester) EndedPrograms(lines int) []string {
+	var out []string
+	for _, p := range []*processes{h.lb, h.webhook, h.kcm, h.kubevirt} {
+		out = append(out, p.ended(lines)...)
+	}
+	return out
+}

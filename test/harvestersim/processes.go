@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -120,6 +121,30 @@ func (p *processes) exited() error {
 		}
 	}
 	return nil
+}
+
+// ended describes each process that ended before it was stopped, with the end of its log.
+func (p *processes) ended(lines int) []string {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, proc := range p.cmds {
+		select {
+		case err := <-proc.done:
+			proc.done <- err
+			tail := ""
+			if data, readErr := os.ReadFile(proc.log); readErr == nil {
+				all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+				tail = strings.Join(all[max(0, len(all)-lines):], "\n")
+			}
+			out = append(out, fmt.Sprintf("%s %s exited: %v; the end of its log (%s):\n%s", p.what, proc.name, err, proc.log, tail))
+		default:
+		}
+	}
+	return out
 }
 
 func (p *processes) stop() error {
