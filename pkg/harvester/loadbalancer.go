@@ -145,8 +145,9 @@ func (s *LoadBalancerService) checkReferences(ctx context.Context, hc *infrav1.H
 // PoolAdmits tells whether an IP pool's owner let load balancers of a namespace (and, for a
 // scope that names guest clusters, of guest cluster id) use it: the global pool, or a scope
 // entry that names the namespace, or one that admits every namespace of every project. An entry
-// of one Rancher project with every namespace does not admit it: which project a Harvester
-// namespace is in is not the provider's to read, so the admin names the namespace.
+// of one Rancher project (or of no project) with every namespace does not admit it: which
+// project a Harvester namespace is in is not the provider's to read, so the admin names the
+// namespace.
 func PoolAdmits(pool *lbv1.IPPool, namespace, id string) bool {
 	if pool.Labels[LabelGlobalIPPool] == "true" {
 		return true
