@@ -22,8 +22,8 @@ func TestMain(m *testing.M) {
 }
 
 // fakeManager serves /readyz on BED_FAKE_HEALTH. Its first run (no BED_FAKE_MARKER file yet)
-// ends by itself with status 1 once it has been ready a moment, as a manager that lost its
-// leader lease does; later runs serve until they are stopped.
+// ends by itself with status 1 once it has answered its first readiness probe, as a manager
+// that lost its leader lease does; later runs serve until they are stopped.
 func fakeManager() {
 	first := false
 	if _, err := os.Stat(os.Getenv("BED_FAKE_MARKER")); errors.Is(err, os.ErrNotExist) {
@@ -34,11 +34,21 @@ func fakeManager() {
 	if err != nil {
 		os.Exit(2)
 	}
+	answered := make(chan struct{}, 1)
 	go func() {
-		_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+		_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+			select {
+			case answered <- struct{}{}:
+			default:
+			}
+		}))
 	}()
 	if first {
-		time.Sleep(300 * time.Millisecond)
+		<-answered
 		os.Exit(1)
 	}
 	select {}
@@ -62,8 +72,8 @@ func TestAManagerThatEndsByItselfIsStartedAgain(t *testing.T) {
 
 	g.Expect(p.Start(t.Context())).To(Succeed())
 	first := p.Pid()
-	g.Eventually(func() int { n, _ := p.Restarts(); return n }, 10*time.Second).Should(Equal(1), "started again once")
-	g.Eventually(func() bool { pid := p.Pid(); return pid != 0 && pid != first }, 10*time.Second).Should(BeTrue(), "a new process")
+	g.Eventually(func() int { n, _ := p.Restarts(); return n }, 2*time.Minute).Should(Equal(1), "started again once")
+	g.Eventually(func() bool { pid := p.Pid(); return pid != 0 && pid != first }, 2*time.Minute).Should(BeTrue(), "a new process")
 	g.Eventually(func() bool { exited, _ := p.Exited(); return exited }, 2*time.Second).Should(BeFalse())
 	_, last := p.Restarts()
 	g.Expect(last).To(MatchError(ContainSubstring("exit status 1")))
