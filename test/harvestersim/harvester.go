@@ -268,12 +268,39 @@ func readFile(path string) ([]byte, error) {
 }
 
 // EndedPrograms describes each of Harvester's, KubeVirt's and Kubernetes' programs the simulated
-// Harvester runs that ended by itself (a lost leader lease ends some), with the end of its log:
-// nothing starts them again, so a failed test says so.
+// Harvester runs that ended by itself (a lost leader lease ends some) and was started again after
+// the kubelet's back-off, with the end of its log: a failed test says so.
 func (h *Harvester) EndedPrograms(lines int) []string {
 	var out []string
-	for _, p := range []*processes{h.lb, h.webhook, h.kcm, h.kubevirt} {
+	for _, p := range h.programs() {
 		out = append(out, p.ended(lines)...)
 	}
 	return out
+}
+
+func (h *Harvester) programs() []*processes {
+	return []*processes{h.lb, h.webhook, h.kcm, h.kubevirt}
+}
+
+// KillProgram ends one of the programs the simulated Harvester runs (by the name its log has:
+// "virt-controller", "vmcontroller", "controller", ...) with SIGKILL, as an OOM kill ends a pod's
+// container; it is started again after the kubelet's back-off. It returns how many times that
+// program had ended by itself before.
+func (h *Harvester) KillProgram(name string) (int, error) {
+	for _, p := range h.programs() {
+		if restarts, ok := p.kill(name); ok {
+			return restarts, nil
+		}
+	}
+	return 0, fmt.Errorf("the simulated Harvester runs no program %q", name)
+}
+
+// ProgramRestarts is how many times the named program ended by itself and was started again.
+func (h *Harvester) ProgramRestarts(name string) int {
+	for _, p := range h.programs() {
+		if n, ok := p.restartCounts()[name]; ok {
+			return n
+		}
+	}
+	return 0
 }

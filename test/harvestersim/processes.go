@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -26,19 +27,38 @@ import (
 // proxy by scripts under hack/. HARVESTER_KEEP_LOGS=1 keeps their logs (and their temporary
 // directory) after the simulated Harvester stops, for reading what Harvester's code did.
 
-// processes are one program's running processes and their working directory.
+// processes are one program's running processes and their working directory. A process that
+// ends by itself (KubeVirt's virt-controller and Harvester's controllers end when they lose their
+// leader lease, which a loaded apiserver makes happen) is started again after the kubelet's
+// back-off, as its pod's container would be on a real Harvester (restartPolicy Always).
 type processes struct {
-	what string // "Harvester's load balancer", for errors
-	work string
-	mu   sync.Mutex
-	cmds []*process
+	what     string // "Harvester's load balancer", for errors
+	work     string
+	mu       sync.Mutex
+	cmds     []*process
+	stopping bool
 }
 
+// Restart back-off of a program that ended by itself: the kubelet's for a crashing container
+// (10 s, doubled each time, at most 5 minutes).
+const (
+	restartBackoff    = 10 * time.Second
+	restartBackoffMax = 5 * time.Minute
+)
+
 type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan error
-	log  string
+	name    string
+	path    string
+	args    []string
+	env     []string
+	log     string
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the current run ends
+	restart *time.Timer   // the pending restart, if any
+
+	// Guarded by processes.mu: how many times it ended by itself, and how the last time.
+	restarts int
+	lastExit error
 }
 
 func newProcesses(what, prefix string) (*processes, error) {
@@ -56,27 +76,66 @@ func (p *processes) writeFile(name string, data []byte) (string, error) {
 }
 
 func (p *processes) start(ctx context.Context, name, path string, args, env []string) error {
-	logPath := filepath.Join(p.work, name+".log")
-	logFile, err := os.Create(logPath)
+	proc := &process{name: name, path: path, args: args, env: env, log: filepath.Join(p.work, name+".log")}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.run(context.WithoutCancel(ctx), proc); err != nil {
+		return err
+	}
+	p.cmds = append(p.cmds, proc)
+	return nil
+}
+
+// run starts proc once more, appending to its log, and restarts it when it ends by itself.
+// p.mu is held.
+func (p *processes) run(ctx context.Context, proc *process) error {
+	logFile, err := os.OpenFile(proc.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	cmd := testenv.ProtectedCommand(context.WithoutCancel(ctx), path, args...)
+	cmd := testenv.ProtectedCommand(ctx, proc.path, proc.args...)
 	cmd.Dir = p.work
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(os.Environ(), proc.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
-		return fmt.Errorf("starting %s %s: %w", p.what, name, err)
+		return fmt.Errorf("starting %s %s: %w", p.what, proc.name, err)
 	}
-	proc := &process{name: name, cmd: cmd, done: make(chan error, 1), log: logPath}
+	done := make(chan struct{})
+	proc.cmd, proc.done = cmd, done
 	go func() {
-		proc.done <- cmd.Wait()
+		err := cmd.Wait()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		defer close(done)
+		if p.stopping {
+			_ = logFile.Close()
+			return
+		}
+		proc.restarts++
+		proc.lastExit = err
+		if err == nil {
+			proc.lastExit = errors.New("exit status 0")
+		}
+		backoff := restartBackoff
+		for i := 1; i < proc.restarts && backoff < restartBackoffMax; i++ {
+			backoff *= 2
+		}
+		backoff = min(backoff, restartBackoffMax)
+		_, _ = fmt.Fprintf(logFile, "--- simulated Harvester: %s ended by itself (%v); starting it again in %s, as the kubelet would (restart %d) ---\n", proc.name, proc.lastExit, backoff, proc.restarts)
 		_ = logFile.Close()
+		proc.restart = time.AfterFunc(backoff, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.stopping {
+				return
+			}
+			proc.restart = nil
+			if err := p.run(ctx, proc); err != nil {
+				proc.lastExit = fmt.Errorf("%v; then starting it again failed: %w", proc.lastExit, err)
+			}
+		})
 	}()
-	p.mu.Lock()
-	p.cmds = append(p.cmds, proc)
-	p.mu.Unlock()
 	return nil
 }
 
@@ -108,22 +167,21 @@ func (p *processes) waitForWebhook(ctx context.Context, c client.Client, name st
 	return nil
 }
 
-// exited reports a process that ended before it was stopped.
+// exited reports a process that has ended by itself at least once: while the simulated Harvester
+// starts, a program that ends is broken, and waiting out its back-off would only hide why.
 func (p *processes) exited() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, proc := range p.cmds {
-		select {
-		case err := <-proc.done:
-			proc.done <- err
-			return fmt.Errorf("%s %s exited: %v (log: %s)", p.what, proc.name, err, proc.log)
-		default:
+		if proc.restarts > 0 {
+			return fmt.Errorf("%s %s exited: %v (log: %s)", p.what, proc.name, proc.lastExit, proc.log)
 		}
 	}
 	return nil
 }
 
-// ended describes each process that ended before it was stopped, with the end of its log.
+// ended describes each process that ended by itself (and was started again), with the end of its
+// log.
 func (p *processes) ended(lines int) []string {
 	if p == nil {
 		return nil
@@ -132,17 +190,45 @@ func (p *processes) ended(lines int) []string {
 	defer p.mu.Unlock()
 	var out []string
 	for _, proc := range p.cmds {
-		select {
-		case err := <-proc.done:
-			proc.done <- err
-			tail := ""
-			if data, readErr := os.ReadFile(proc.log); readErr == nil {
-				all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-				tail = strings.Join(all[max(0, len(all)-lines):], "\n")
-			}
-			out = append(out, fmt.Sprintf("%s %s exited: %v; the end of its log (%s):\n%s", p.what, proc.name, err, proc.log, tail))
-		default:
+		if proc.restarts == 0 {
+			continue
 		}
+		tail := ""
+		if data, readErr := os.ReadFile(proc.log); readErr == nil {
+			all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+			tail = strings.Join(all[max(0, len(all)-lines):], "\n")
+		}
+		out = append(out, fmt.Sprintf("%s %s ended by itself %d time(s), the last with %v; the end of its log (%s):\n%s", p.what, proc.name, proc.restarts, proc.lastExit, proc.log, tail))
+	}
+	return out
+}
+
+// kill ends the named process with SIGKILL (it is started again as any that ends by itself).
+func (p *processes) kill(name string) (int, bool) {
+	if p == nil {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, proc := range p.cmds {
+		if proc.name == name {
+			_ = proc.cmd.Process.Kill()
+			return proc.restarts, true
+		}
+	}
+	return 0, false
+}
+
+// restartCounts counts the times each process ended by itself, by name.
+func (p *processes) restartCounts() map[string]int {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for _, proc := range p.cmds {
+		out[proc.name] = proc.restarts
 	}
 	return out
 }
@@ -152,11 +238,20 @@ func (p *processes) stop() error {
 		return nil
 	}
 	p.mu.Lock()
+	p.stopping = true
 	cmds := p.cmds
-	p.mu.Unlock()
+	var running []chan struct{}
 	for _, proc := range cmds {
+		if proc.restart != nil {
+			proc.restart.Stop()
+			proc.restart = nil
+		}
 		_ = proc.cmd.Process.Kill()
-		<-proc.done
+		running = append(running, proc.done)
+	}
+	p.mu.Unlock()
+	for _, done := range running {
+		<-done
 	}
 	if os.Getenv("HARVESTER_KEEP_LOGS") != "" {
 		return nil

@@ -109,3 +109,27 @@ func TestKubeVirtsVirtControllerRunsAVM(t *testing.T) {
 		g.Expect(pods.Items).To(BeEmpty())
 	}, settles).Should(Succeed())
 }
+
+// A program of Harvester's or KubeVirt's that ends (a lost leader lease on a loaded apiserver ends
+// virt-controller; an OOM kill ends anything) is started again after the kubelet's back-off, as its
+// pod's container is on a real Harvester: VMs made meanwhile still run once it is back, and a
+// failed test can say that it ended.
+func TestAProgramThatEndsIsStartedAgain(t *testing.T) {
+	g := NewWithT(t)
+	before, err := sim.KillProgram("virt-controller")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() int { return sim.ProgramRestarts("virt-controller") }, settles).Should(Equal(before + 1))
+
+	v := vm("after-a-restart", nil)
+	g.Expect(sim.Client().Create(ctx, v)).To(Succeed())
+	defer deleteVM(t, v.Name)
+	// Only KubeVirt's virt-controller makes a VM's VMI: it runs once the program is back and has
+	// taken its leader lease again (the killed one never gave it back).
+	g.Eventually(func(g Gomega) {
+		g.Expect(getVMI(g, v.Name).Status.Phase).To(Equal(kubevirtv1.Running))
+	}, settles).Should(Succeed())
+
+	g.Expect(sim.EndedPrograms(5)).To(ContainElement(ContainSubstring("virt-controller ended by itself")))
+	_, err = sim.KillProgram("no-such-program")
+	g.Expect(err).To(MatchError(ContainSubstring(`no program "no-such-program"`)))
+}
