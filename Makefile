@@ -176,13 +176,12 @@ run: ## Run the manager against the cluster of the current kubeconfig (webhooks 
 
 .PHONY: test
 # hack/test.sh runs the e2e suite as two processes alongside the other packages.
-test: ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image), then each fuzz target briefly.
+test: ## Run every test: unit, envtest and end-to-end on the simulated Harvester (the manager from its image); fuzz targets replay their seeds (make fuzz fuzzes).
 	@rm -f $(ROOT)/out/timings.txt
 	$(TIMED) verify-generated $(MAKE) --no-print-directory verify-generated
 	$(TIMED) tools $(MAKE) --no-print-directory -j$(TOOLS_JOBS) --output-sync=target test-tools
 	$(TIMED) tests env GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) PROVIDERS_DIR=$(PROVIDERS_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) JQ=$(JQ) PREVIOUS_RELEASE_DIR=$(PREVIOUS_RELEASE_DIR) hack/test.sh $(TEST_FLAGS)
 	$(TIMED) images-module-tests bash -c 'cd hack/images && GOWORK=off $(GO) test $(TEST_FLAGS) ./...'
-	$(TIMED) fuzz env FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh
 	@echo "make test: phases in seconds (out/timings.txt):"; cat $(ROOT)/out/timings.txt
 
 .PHONY: test-full
@@ -198,7 +197,6 @@ test-tools: envtest harvester-lb harvester-webhook kubevirt providers previous-r
 timed-images:
 	$(TIMED) images $(MAKE) --no-print-directory images
 
-TEST_FUZZTIME ?= 4s
 FUZZTIME ?= 2m
 
 .PHONY: fuzz

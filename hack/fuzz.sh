@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every Go fuzz target of the module for FUZZTIME each (one `go test -fuzz` invocation per
-# target: Go fuzzes one target at a time). `make test` runs them briefly, `make fuzz` longer.
+# target: Go fuzzes one target at a time), for `make fuzz`. `make test` replays their seeds only,
+# as plain `go test` does.
 # A crasher the fuzzer finds is written to the package's testdata/fuzz/<Target>/ and fails the
 # run; commit it as a regression seed once the bug is fixed (plain `go test` replays it).
 set -euo pipefail
