@@ -8,8 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 )
 
 const (
@@ -18,8 +16,10 @@ const (
 	MachineFinalizer = "harvestermachine.infrastructure.cluster.x-k8s.io"
 
 	// ProviderIDPrefix starts every providerID this provider (and its cloud provider) reports:
-	// `harvester://<VM UID>`, the same form as the upstream Harvester cloud provider.
-	ProviderIDPrefix = guestcloud.ProviderIDPrefix
+	// `harvester://<VM UID>`, the same form as the upstream Harvester cloud provider. The guest's
+	// CCM has its own copy (pkg/guestcloud.ProviderIDPrefix), since neither package may import
+	// the other; a test keeps the two equal.
+	ProviderIDPrefix = "harvester://"
 
 	// CloudInitDiskName is the disk (and volume) the VM builder adds to every VM for its
 	// cloud-init data, under the name Harvester's own VM builder uses (harvester

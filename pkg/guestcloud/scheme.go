@@ -37,7 +37,8 @@ func NewScheme() (*runtime.Scheme, error) {
 }
 
 // ProviderIDPrefix starts every providerID the provider and its cloud provider report:
-// `harvester://<VM UID>`, the same form as the upstream Harvester cloud provider.
+// `harvester://<VM UID>`, the same form as the upstream Harvester cloud provider. The API has the
+// same constant (api/v1alpha1.ProviderIDPrefix; a test keeps them equal).
 const ProviderIDPrefix = "harvester://"
 
 // The load balancer controller's annotations and values (harvester-load-balancer

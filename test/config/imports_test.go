@@ -14,7 +14,7 @@ func TestImportsGoOneWay(t *testing.T) {
 	const module = "github.com/seed-0a7eb009/cluster-api-provider-harvester"
 	allowed := map[string][]string{
 		"pkg/guestcloud": nil,
-		"api/v1alpha1":   {"pkg/guestcloud"},
+		"api/v1alpha1":   nil, // a leaf: importing our API brings in no Harvester or KubeVirt types
 		// naming: the names and labels of what the provider makes on Harvester; transport: the
 		// connections (client factory, request guard, request metrics, kubeconfig policy, errors);
 		// build: the VM, cloud-init and network-data builders; pkg/harvester: the services.
@@ -69,6 +69,33 @@ func TestImportsGoOneWay(t *testing.T) {
 	for pkg := range allowed {
 		if !seen[pkg] {
 			t.Errorf("the rule for %q names no package", pkg)
+		}
+	}
+}
+
+// The API package is a leaf: a project that imports our API types (a controller of its own, a
+// migration tool) gets Kubernetes', controller-runtime's and Cluster API's packages, never
+// Harvester's, KubeVirt's, the load balancer's or any other package of this module, and so none
+// of go.mod's replace lines for them.
+func TestTheAPIIsALeaf(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "./api/v1alpha1")
+	cmd.Dir = testenv.RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 50 {
+		t.Fatalf("go list gave %d packages: %q", len(deps), out)
+	}
+	const module = "github.com/seed-0a7eb009/cluster-api-provider-harvester/"
+	for _, dep := range deps {
+		switch {
+		case strings.HasPrefix(dep, module) && dep != module+"api/v1alpha1",
+			strings.HasPrefix(dep, "github.com/harvester/"),
+			strings.HasPrefix(dep, "kubevirt.io/"),
+			strings.HasPrefix(dep, "github.com/rancher/"):
+			t.Errorf("api/v1alpha1 depends on %s", dep)
 		}
 	}
 }
