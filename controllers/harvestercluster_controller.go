@@ -380,20 +380,26 @@ func setClusterCondition(hc *infrav1.HarvesterCluster, conditionType string, sta
 	})
 }
 
+// clusterReadyFrom are the conditions the HarvesterCluster's Ready summarises. All but the first
+// appear only once the cluster reaches their step (and a cluster made before one existed lacks it
+// until its next reconcile), so a missing one does not count.
+var clusterReadyFrom = []string{
+	infrav1.HarvesterAvailableCondition, infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition,
+	infrav1.GuestCredentialsReadyCondition, infrav1.AddonsReadyCondition,
+}
+
+// clusterOwnedConditions are the conditions this reconciler writes: on a conflict with another
+// writer, the patch keeps its own.
+var clusterOwnedConditions = append([]string{
+	clusterv1.PausedCondition, clusterv1.ReadyCondition, clusterv1.DeletingCondition, infrav1.IdentityExpiringSoonCondition,
+}, clusterReadyFrom...)
+
 func (r *HarvesterClusterReconciler) patch(ctx context.Context, hc *infrav1.HarvesterCluster, h *patch.Helper) error {
 	if err := conditions.SetSummaryCondition(hc, hc, clusterv1.ReadyCondition,
-		conditions.ForConditionTypes{
-			infrav1.HarvesterAvailableCondition, infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition,
-			infrav1.GuestCredentialsReadyCondition, infrav1.AddonsReadyCondition,
-		},
-		conditions.IgnoreTypesIfMissing{infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition,
-			infrav1.GuestCredentialsReadyCondition, infrav1.AddonsReadyCondition},
+		conditions.ForConditionTypes(clusterReadyFrom),
+		conditions.IgnoreTypesIfMissing(clusterReadyFrom[1:]),
 	); err != nil {
 		return err
 	}
-	return ignoreGone(h.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: []string{
-		clusterv1.PausedCondition, clusterv1.ReadyCondition, clusterv1.DeletingCondition, infrav1.HarvesterAvailableCondition,
-		infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition, infrav1.GuestCredentialsReadyCondition,
-		infrav1.AddonsReadyCondition, infrav1.IdentityExpiringSoonCondition,
-	}}), hc)
+	return ignoreGone(h.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: clusterOwnedConditions}), hc)
 }
