@@ -1,3 +1,19 @@
+/*
+Copyright 2026 The cluster-api-provider-harvester Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // Package controllers holds the reconcilers of HarvesterClusters and HarvesterMachines. They stay
 // thin: fetch objects, build a scope, call the services in pkg/harvester, patch status.
 package controllers
@@ -380,19 +396,15 @@ func setClusterCondition(hc *infrav1.HarvesterCluster, conditionType string, sta
 	})
 }
 
-// clusterReadyFrom are the conditions the HarvesterCluster's Ready summarises. All but the first
-// appear only once the cluster reaches their step (and a cluster made before one existed lacks it
-// until its next reconcile), so a missing one does not count.
-var clusterReadyFrom = []string{
-	infrav1.HarvesterAvailableCondition, infrav1.FailureDomainsReadyCondition, infrav1.LoadBalancerReadyCondition,
-	infrav1.GuestCredentialsReadyCondition, infrav1.AddonsReadyCondition,
-}
-
-// clusterOwnedConditions are the conditions this reconciler writes: on a conflict with another
-// writer, the patch keeps its own.
-var clusterOwnedConditions = append([]string{
-	clusterv1.PausedCondition, clusterv1.ReadyCondition, clusterv1.DeletingCondition, infrav1.IdentityExpiringSoonCondition,
-}, clusterReadyFrom...)
+// clusterReadyFrom are the conditions Ready summarises; all but the first appear only once the
+// cluster reaches their step, so a missing one does not count. clusterOwnedConditions are those
+// this reconciler writes: on a conflict with another writer, the patch keeps its own.
+var (
+	clusterReadyFrom = []string{infrav1.HarvesterAvailableCondition, infrav1.FailureDomainsReadyCondition,
+		infrav1.LoadBalancerReadyCondition, infrav1.GuestCredentialsReadyCondition, infrav1.AddonsReadyCondition}
+	clusterOwnedConditions = append([]string{clusterv1.PausedCondition, clusterv1.ReadyCondition,
+		clusterv1.DeletingCondition, infrav1.IdentityExpiringSoonCondition}, clusterReadyFrom...)
+)
 
 func (r *HarvesterClusterReconciler) patch(ctx context.Context, hc *infrav1.HarvesterCluster, h *patch.Helper) error {
 	if err := conditions.SetSummaryCondition(hc, hc, clusterv1.ReadyCondition,

@@ -1,3 +1,19 @@
+/*
+Copyright 2026 The cluster-api-provider-harvester Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // Package bed brings up the whole test bed in one process: a simulated Harvester, a management
 // cluster with Cluster API's core controllers and webhooks, guest clusters on demand and the
 // node agent that plays their kubelets. Tests, the demo and the benchmark all start it here.
