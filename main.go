@@ -57,6 +57,7 @@ type options struct {
 	watchFilterValue   string
 	webhookPort        int
 	webhookCertDir     string
+	webhookClientCA    string
 	clusterConcurrency int
 	machineConcurrency int
 	syncPeriod         time.Duration
@@ -88,6 +89,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.watchFilterValue, "watch-filter", "", "Reconcile only objects labelled cluster.x-k8s.io/watch-filter=<value>.")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the webhook server.")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs/", "Directory with the webhook server's tls.crt and tls.key.")
+	fs.StringVar(&o.webhookClientCA, "webhook-client-ca-file", "",
+		"PEM file of the CA whose client certificates the webhook port accepts: with it, the admission webhooks serve only a client presenting a certificate that CA signed (the API server, configured to present one through its --admission-control-config-file; docs/security.md); the in-place update hooks stay open, since Cluster API's Runtime SDK client presents none. Read at start.")
 	fs.BoolVar(&o.enableWebhooks, "enable-webhooks", true, "Serve the API's defaulting and validating webhooks.")
 	fs.BoolVar(&o.inPlaceUpdates, "in-place-updates", false,
 		"Serve Cluster API's in-place update hooks (CanUpdateMachine, CanUpdateMachineSet, UpdateMachine) on the webhook server, for an ExtensionConfig to register (config/inplace); CAPI needs its InPlaceUpdates and RuntimeSDK feature gates. Off: every template change rolls out new machines.")
@@ -168,6 +171,15 @@ func run(o *options) error {
 	// Every handler on the webhook port is behind the guard: anything that reaches the port can
 	// post to it (internal/webhookguard says what it bounds).
 	guard := webhookguard.DefaultOptions("/" + runtimehooksv1.GroupVersion.Group + "/")
+	if o.webhookClientCA != "" {
+		clientCA, err := webhookguard.ClientCA(o.webhookClientCA)
+		if err != nil {
+			return err
+		}
+		tlsOptions = append(tlsOptions, clientCA)
+		guard.RequireClientCert = true
+		guard.WithoutClientCert = []string{"/" + runtimehooksv1.GroupVersion.Group + "/"}
+	}
 	var webhookServer webhook.Server
 	var apiReader inPlaceReader
 	if o.inPlaceUpdates {

@@ -34,6 +34,10 @@ limitations under the License.
 //     more than MaxTokens tokens, an array of more than MaxArrayLen elements, or nests deeper
 //     than MaxDepth as soon as the part read shows it, and one that is not JSON once read.
 //
+// With RequireClientCert (the manager's --webhook-client-ca-file), a request to any path but the
+// hooks' that came without a client certificate the server's client CAs verified is refused
+// before all of that (ClientCA).
+//
 // What the API server sends for a real object is far inside these limits: the API server stores
 // objects of at most 1.5 MiB, a review carries at most two of them, and the provider's kinds are
 // a few hundred tokens each with their managed fields.
@@ -83,6 +87,11 @@ type Options struct {
 	Limits Limits
 	// Paths give some paths limits of their own.
 	Paths map[string]Limits
+	// RequireClientCert refuses, before anything else, a request to any path not under one of
+	// WithoutClientCert that came without a client certificate verified against the server's
+	// client CAs (ClientCA): such a peer never holds a place or a byte of the budget.
+	RequireClientCert bool
+	WithoutClientCert []string
 }
 
 // DefaultOptions are the manager's: admission reviews of the provider's kinds and of Secrets
@@ -146,7 +155,12 @@ func (s *Server) limitsFor(path string) Limits {
 // Guard returns handler behind the guard's checks, with path's limits.
 func (s *Server) Guard(path string, handler http.Handler) http.Handler {
 	limits := s.limitsFor(path)
+	needsCert := s.needsClientCert(path)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if needsCert && !clientVerified(r) {
+			http.Error(w, "this path serves only a client with a certificate signed by the webhook client CA (--webhook-client-ca-file)", http.StatusUnauthorized)
+			return
+		}
 		if r.Method != http.MethodPost {
 			http.Error(w, "webhooks take POST only", http.StatusMethodNotAllowed)
 			return

@@ -38,6 +38,16 @@ type ServingCertificate struct {
 // and ips signed by it, valid from an hour ago for a week. Keys are ECDSA P-256 in PKCS #8, which
 // Go, client-go and Rancher's dynamiclistener all read.
 func NewServingCertificate(commonName string, dnsNames []string, ips ...net.IP) (*ServingCertificate, error) {
+	return newCertificate(commonName, x509.ExtKeyUsageServerAuth, dnsNames, ips)
+}
+
+// NewClientCertificate is a fresh CA and a client certificate of commonName it signed (the one
+// an API server presents to webhooks, say), as NewServingCertificate's.
+func NewClientCertificate(commonName string) (*ServingCertificate, error) {
+	return newCertificate(commonName, x509.ExtKeyUsageClientAuth, nil, nil)
+}
+
+func newCertificate(commonName string, usage x509.ExtKeyUsage, dnsNames []string, ips []net.IP) (*ServingCertificate, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -64,7 +74,7 @@ func NewServingCertificate(commonName string, dnsNames []string, ips ...net.IP) 
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: commonName},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
 		DNSNames: dnsNames, IPAddresses: ips,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 	if err != nil {
