@@ -14,8 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package controllers holds the reconcilers of HarvesterClusters and HarvesterMachines. They stay
-// thin: fetch objects, build a scope, call the services in pkg/harvester, patch status.
 package controllers
 
 import (
