@@ -261,8 +261,8 @@ var machineChangedForInfrastructure = predicate.Funcs{UpdateFunc: func(e event.T
 // reconciles read of it: metadata, spec (generation), failure domains, provisioning, and whether
 // Harvester is available (a fixed identity or a Harvester back wakes the machines waiting on
 // it). A cluster's other status updates (its conditions while it provisions, token renewals)
-// used to reconcile every machine of the cluster: at 1,000 machines in 50 clusters most of the
-// HarvesterMachine reconciles of a creation (docs/performance.md).
+// would reconcile every machine of the cluster: at 1,000 machines in 50 clusters, most of the
+// HarvesterMachine reconciles of a creation.
 var clusterChangedForMachines = predicate.Funcs{UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
 	if metadataOrGenerationChanged(e.ObjectOld, e.ObjectNew) {
 		return true
