@@ -18,14 +18,8 @@ package webhookguard
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -33,50 +27,18 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
-// testCA is a CA that signs certificates for tests.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
+// keyPair is the certificate and key of c as a TLS client or server presents them.
+func keyPair(t *testing.T, c *testenv.ServingCertificate) tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	pair, err := tls.X509KeyPair(c.Cert, c.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a certificate the CA signed, for a client or (with ips) a server.
-func (ca *testCA) issue(t *testing.T, name string, usage x509.ExtKeyUsage, ips ...net.IP) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return pair
 }
 
 // With a client CA, the admission paths serve only a client whose certificate that CA signed (the
@@ -84,9 +46,20 @@ func (ca *testCA) issue(t *testing.T, name string, usage x509.ExtKeyUsage, ips .
 // body is read or a place taken; the Runtime SDK's hooks, whose client has no certificate, are
 // still served; a certificate of another CA fails the handshake.
 func TestAdmissionPathsServeOnlyTheClientCAsCertificates(t *testing.T) {
-	apiserverCA, otherCA := newTestCA(t, "apiserver-webhook-clients"), newTestCA(t, "someone-else")
+	apiserver, err := testenv.NewClientCertificate("kube-apiserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := testenv.NewClientCertificate("kube-apiserver") // another CA's
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := testenv.NewServingCertificate("127.0.0.1", nil, net.ParseIP("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
-	if err := os.WriteFile(caFile, apiserverCA.pem, 0o600); err != nil {
+	if err := os.WriteFile(caFile, apiserver.CA, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	clientCA, err := ClientCA(caFile)
@@ -108,15 +81,13 @@ func TestAdmissionPathsServeOnlyTheClientCAsCertificates(t *testing.T) {
 	}
 
 	server := httptest.NewUnstartedServer(mux)
-	serverCA := newTestCA(t, "serving")
-	server.TLS = &tls.Config{MinVersion: tls.VersionTLS12,
-		Certificates: []tls.Certificate{serverCA.issue(t, "127.0.0.1", x509.ExtKeyUsageServerAuth, net.ParseIP("127.0.0.1"))}}
+	server.TLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{keyPair(t, serving)}}
 	clientCA(server.TLS)
 	server.StartTLS()
 	defer server.Close()
 
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(serverCA.pem)
+	roots.AppendCertsFromPEM(serving.CA)
 	post := func(path string, cert *tls.Certificate) (int, error) {
 		cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 		if cert != nil {
@@ -140,8 +111,8 @@ func TestAdmissionPathsServeOnlyTheClientCAsCertificates(t *testing.T) {
 	if code, err := post(defaultPath+"?x", nil); err != nil || code != http.StatusUnauthorized {
 		t.Fatalf("status %d, %v; want 401", code, err)
 	}
-	apiserver := apiserverCA.issue(t, "kube-apiserver", x509.ExtKeyUsageClientAuth)
-	if code, err := post(defaultPath, &apiserver); err != nil || code != http.StatusOK {
+	apiserverPair := keyPair(t, apiserver)
+	if code, err := post(defaultPath, &apiserverPair); err != nil || code != http.StatusOK {
 		t.Fatalf("an admission path with the API server's certificate: status %d, %v; want 200", code, err)
 	}
 	if got := <-served; got != defaultPath {
@@ -151,8 +122,8 @@ func TestAdmissionPathsServeOnlyTheClientCAsCertificates(t *testing.T) {
 		t.Fatalf("a hook path without a client certificate: status %d, %v; want 200", code, err)
 	}
 	<-served
-	other := otherCA.issue(t, "kube-apiserver", x509.ExtKeyUsageClientAuth)
-	if code, err := post(defaultPath, &other); err == nil {
+	otherPair := keyPair(t, other)
+	if code, err := post(defaultPath, &otherPair); err == nil {
 		t.Fatalf("a certificate of another CA passed the handshake (status %d)", code)
 	}
 	if len(served) != 0 {
