@@ -38,13 +38,24 @@ stop() {
 trap stop EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
+# Each process writes when it ended (seconds from the start of the three) and its exit status
+# to out/test-processes.txt: the phase ends with the slowest, so this says which to shorten.
+start=$(date +%s)
+: >"$out/test-processes.txt"
+timed() {
+  local name=$1 rc=0
+  shift
+  "$@" || rc=$?
+  echo "$name $(($(date +%s) - start)) s, exit $rc" >>"$out/test-processes.txt"
+  return "$rc"
+}
 set -m
 for shard in 1 2; do
   E2E_SHARD=$shard E2E_TIMINGS=$out/e2e-timings-$shard.md \
-    "$GO" test "${flags[@]}" ./test/e2e >"$out/e2e-$shard.log" 2>&1 &
+    timed "e2e-$shard" "$GO" test "${flags[@]}" ./test/e2e >"$out/e2e-$shard.log" 2>&1 &
   groups+=("$!")
 done
-"$GO" test -p 1 "${flags[@]}" "${packages[@]}" &
+timed packages "$GO" test -p 1 "${flags[@]}" "${packages[@]}" &
 unit=$!
 groups+=("$unit")
 set +m
@@ -56,4 +67,6 @@ for shard in 1 2; do
   echo "--- end-to-end suite, shard $shard of 2 ---"
   cat "$out/e2e-$shard.log"
 done
+echo "--- when each process ended ---"
+cat "$out/test-processes.txt"
 exit $status
