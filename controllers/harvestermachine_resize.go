@@ -158,11 +158,11 @@ func (r *HarvesterMachineReconciler) refused(hm *infrav1.HarvesterMachine, what 
 func wantedSize(spec *infrav1.HarvesterMachineSpec) (*uint32, *resource.Quantity) {
 	var sockets *uint32
 	var guest *resource.Quantity
-	if spec.MaxCPU != 0 {
-		sockets = ptr.To(uint32(spec.CPU)) //nolint:gosec // validated 1..512
+	if t := spec.CPUTopology(); t.MaxSockets != 0 {
+		sockets = ptr.To(t.Sockets)
 	}
 	if spec.MaxMemory != nil {
-		guest = ptr.To(build.GuestMemory(spec))
+		guest = ptr.To(spec.GuestMemory())
 	}
 	return sockets, guest
 }

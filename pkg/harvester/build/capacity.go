@@ -23,26 +23,16 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
-// GuestMemory is the memory the guest of a machine sees: its memory less what Harvester reserves
-// for the VM's own overhead (the VM builder asks KubeVirt for exactly this).
-func GuestMemory(spec *infrav1.HarvesterMachineSpec) resource.Quantity {
-	guest := spec.Memory.DeepCopy()
-	if spec.ReservedMemory != nil {
-		guest.Sub(*spec.ReservedMemory)
-	}
-	return guest
-}
-
 // MachineCapacity is the capacity of a node made from a machine spec, as the cluster autoscaler
 // reads it from a machine template's status.capacity to scale a node group up from zero: cpu
-// (the VM's cores), memory (what the guest sees) and ephemeral-storage (the size of the boot
+// (the VM's virtual CPUs), memory (what the guest sees) and ephemeral-storage (the size of the boot
 // disk, which holds the node's root filesystem). Host devices and vGPUs are not counted: the
 // resource a guest node offers for them (`nvidia.com/gpu`, say) is whatever the device plugin
 // the guest runs advertises, which the spec does not say.
 func MachineCapacity(spec *infrav1.HarvesterMachineSpec) corev1.ResourceList {
 	out := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.CPU), resource.DecimalSI),
-		corev1.ResourceMemory: GuestMemory(spec),
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.CPUTopology().VCPUs()), resource.DecimalSI),
+		corev1.ResourceMemory: spec.GuestMemory(),
 	}
 	if disk := bootDisk(spec.Disks); disk != nil {
 		out[corev1.ResourceEphemeralStorage] = disk.Size.DeepCopy()

@@ -115,7 +115,13 @@ func ClaimName(m *infrav1.HarvesterMachine, disk string) string {
 }
 
 // BuildVM returns the KubeVirt VirtualMachine of a machine, in Harvester's conventions.
-func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
+func BuildVM(input *VMInput) (*kubevirtv1.VirtualMachine, error) {
+	// The spec's defaults are the defaulting webhook's (HarvesterMachineSpec.Default), applied
+	// here too for a spec the webhook never saw.
+	copied := *input
+	in := &copied
+	in.Machine = input.Machine.DeepCopy()
+	in.Machine.Spec.Default()
 	m := in.Machine
 	spec := &m.Spec
 	labels := MachineLabels(in)
@@ -148,19 +154,12 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 		// Harvester deletes these volumes with the VM, whoever deletes it.
 		naming.AnnotationRemovedPVCs: strings.Join(claimNames, ","),
 	}
-	guest := GuestMemory(spec)
+	guest := spec.GuestMemory()
 	if spec.ReservedMemory != nil {
 		annotations[naming.AnnotationReservedMemory] = spec.ReservedMemory.String()
 	}
-	memory := &kubevirtv1.Memory{Guest: &guest}
-	if spec.MaxMemory != nil {
-		maxGuest := spec.MaxMemory.DeepCopy()
-		if spec.ReservedMemory != nil {
-			maxGuest.Sub(*spec.ReservedMemory)
-		}
-		memory.MaxGuest = &maxGuest
-	}
-	if spec.MaxCPU != 0 || spec.MaxMemory != nil {
+	memory := &kubevirtv1.Memory{Guest: &guest, MaxGuest: spec.MaxGuestMemory()}
+	if spec.Resizable() {
 		// Else Harvester's VM mutator pins maxSockets to 1 and recomputes the guest memory.
 		annotations[naming.AnnotationEnableCPUAndMemoryHotplug] = "true"
 	}
@@ -215,9 +214,6 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 		names, _ := json.Marshal(in.KeyPairs)
 		templateAnnotations[naming.AnnotationSSHNames] = string(names)
 	}
-	if mgmt := ManagementNetworkName(spec); len(spec.Networks) > 0 && mgmt != interfaces[0].Name {
-		templateAnnotations[guestcloud.AnnotationManagementNetwork] = mgmt
-	}
 	diskNames := make([]string, 0, len(disks))
 	for _, d := range disks {
 		diskNames = append(diskNames, d.Name)
@@ -225,12 +221,9 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 	names, _ := json.Marshal(diskNames)
 	templateAnnotations[naming.AnnotationDiskNames] = string(names)
 
-	cpu := &kubevirtv1.CPU{Cores: uint32(spec.CPU), Sockets: 1, Threads: 1, Model: spec.CPUModel, //nolint:gosec // validated >= 1 by the webhook
-		DedicatedCPUPlacement: spec.DedicatedCPUPlacement, IsolateEmulatorThread: spec.IsolateEmulatorThread}
-	if spec.MaxCPU != 0 {
-		// KubeVirt adds CPUs by socket: one core per socket, up to maxSockets.
-		cpu.Cores, cpu.Sockets, cpu.MaxSockets = 1, uint32(spec.CPU), uint32(spec.MaxCPU) //nolint:gosec // validated 1..512
-	}
+	topology := spec.CPUTopology()
+	cpu := &kubevirtv1.CPU{Sockets: topology.Sockets, Cores: topology.Cores, Threads: topology.Threads, MaxSockets: topology.MaxSockets,
+		Model: spec.CPUModel, DedicatedCPUPlacement: spec.DedicatedCPUPlacement, IsolateEmulatorThread: spec.IsolateEmulatorThread}
 	vm := &kubevirtv1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   in.Namespace,
@@ -257,7 +250,7 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 							// The device plugins of Harvester's pcidevices add-on advertise these
 							// resources on the hosts that have them; KubeVirt asks for them in
 							// the virt-launcher pod, so the VM lands only on such a host.
-							HostDevices: hostDevices(spec.HostDevices, "hostdevice"),
+							HostDevices: hostDevices(spec.HostDevices),
 							GPUs:        gpus(spec.GPUs),
 						},
 					},
@@ -269,9 +262,6 @@ func BuildVM(in *VMInput) (*kubevirtv1.VirtualMachine, error) {
 				},
 			},
 		},
-	}
-	if spec.RunStrategy == "" {
-		vm.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyRerunOnFailure)
 	}
 	return vm, nil
 }
@@ -309,11 +299,7 @@ func buildDisks(in *VMInput) ([]corev1.PersistentVolumeClaim, []kubevirtv1.Disk,
 		claims = append(claims, pvc)
 		names = append(names, claim)
 
-		bus := kubevirtv1.DiskBus(d.Bus)
-		if bus == "" {
-			bus = kubevirtv1.DiskBusVirtio
-		}
-		disk := kubevirtv1.Disk{Name: name, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: bus}}}
+		disk := kubevirtv1.Disk{Name: name, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBus(d.Bus)}}}
 		if d.BootOrder != nil {
 			disk.BootOrder = ptr.To(uint(*d.BootOrder)) //nolint:gosec // validated >= 1
 		}
@@ -413,21 +399,17 @@ func ManagementNetworkName(spec *infrav1.HarvesterMachineSpec) string {
 	return ""
 }
 
-func hostDevices(devices []infrav1.HostDevice, prefix string) []kubevirtv1.HostDevice {
+func hostDevices(devices []infrav1.HostDevice) []kubevirtv1.HostDevice {
 	var out []kubevirtv1.HostDevice
-	for i, d := range devices {
-		name := d.Name
-		if name == "" {
-			name = fmt.Sprintf("%s-%d", prefix, i)
-		}
-		out = append(out, kubevirtv1.HostDevice{Name: name, DeviceName: d.DeviceName})
+	for _, d := range devices {
+		out = append(out, kubevirtv1.HostDevice{Name: d.Name, DeviceName: d.DeviceName})
 	}
 	return out
 }
 
 func gpus(devices []infrav1.HostDevice) []kubevirtv1.GPU {
 	var out []kubevirtv1.GPU
-	for _, d := range hostDevices(devices, "gpu") {
+	for _, d := range devices {
 		out = append(out, kubevirtv1.GPU{Name: d.Name, DeviceName: d.DeviceName})
 	}
 	return out

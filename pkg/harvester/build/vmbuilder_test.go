@@ -300,3 +300,40 @@ func TestBuildVMWithHotplugMaximums(t *testing.T) {
 	g.Expect(vm.Annotations).NotTo(HaveKey(naming.AnnotationEnableCPUAndMemoryHotplug))
 	g.Expect(domain.Resources.Limits.Memory().String()).To(Equal("8Gi"))
 }
+
+// The VM's shape comes from the spec's rules in one place: the size the CCM reads back from the
+// VM (its instance type) and the capacity the autoscaler reads are the spec's CPUs and guest
+// memory, with and without hot-plug; a spec the webhook never defaulted builds the same VM as the
+// defaulted one.
+func TestTheVMReadsBackAsTheSpecsSize(t *testing.T) {
+	g := NewWithT(t)
+	for _, maxCPU := range []int32{0, 8} {
+		in := testInput()
+		in.Machine.Spec.CPU, in.Machine.Spec.MaxCPU = 4, maxCPU
+		in.Machine.Spec.Memory, in.Machine.Spec.ReservedMemory = resource.MustParse("8Gi"), ptr.To(resource.MustParse("256Mi"))
+		vm, err := BuildVM(in)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(guestcloud.InstanceType(vm)).To(Equal("4cpu-7936Mi"), "maxCPU %d", maxCPU)
+		capacity := MachineCapacity(&in.Machine.Spec)
+		g.Expect(capacity.Cpu().Value()).To(Equal(int64(4)), "maxCPU %d", maxCPU)
+		g.Expect(capacity.Memory().String()).To(Equal("7936Mi"), "maxCPU %d", maxCPU)
+	}
+
+	raw := testInput()
+	raw.Machine.Spec.RunStrategy = ""
+	raw.Machine.Spec.HostDevices = []infrav1.HostDevice{{DeviceName: "nvidia.com/GA102"}}
+	for i := range raw.Machine.Spec.Disks {
+		raw.Machine.Spec.Disks[i].Bus = ""
+	}
+	defaulted := testInput()
+	defaulted.Machine = raw.Machine.DeepCopy()
+	defaulted.Machine.Spec.Default()
+	fromRaw, err := BuildVM(raw)
+	g.Expect(err).NotTo(HaveOccurred())
+	fromDefaulted, err := BuildVM(defaulted)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fromRaw).To(Equal(fromDefaulted))
+	g.Expect(raw.Machine.Spec.RunStrategy).To(BeEmpty(), "the builder defaults a copy, not the caller's machine")
+	g.Expect(*fromRaw.Spec.RunStrategy).To(BeEquivalentTo(infrav1.RunStrategyRerunOnFailure))
+	g.Expect(fromRaw.Spec.Template.Spec.Domain.Devices.HostDevices[0].Name).To(Equal("hostdevice-0"))
+}
