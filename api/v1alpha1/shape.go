@@ -24,7 +24,8 @@ import "k8s.io/apimachinery/pkg/api/resource"
 // defaults by HarvesterMachineSpec.Default, which the builder applies to a copy of a spec the
 // webhook never saw.
 
-// CPUTopology is how a machine's virtual CPUs are laid out in its VM.
+// CPUTopology is how a machine's virtual CPUs are laid out in its VM (not a kind's field).
+// +kubebuilder:object:generate=false
 type CPUTopology struct {
 	Sockets, Cores, Threads uint32
 	// MaxSockets is how many sockets the VM can grow to; 0 when it cannot grow.
