@@ -55,18 +55,12 @@ func (w *HarvesterClusterTemplateWebhook) ValidateCreate(_ context.Context, t *H
 	return nil, invalid("HarvesterClusterTemplate", t.Name, t.Spec.Template.Spec.validate(templateSpecPath))
 }
 
-// ValidateUpdate refuses changes to the template, except in the topology controller's dry-run
-// requests, which must be allowed to compute the desired state of a ClusterClass cluster.
+// ValidateUpdate refuses changes to the template (validateTemplateUpdate).
 func (w *HarvesterClusterTemplateWebhook) ValidateUpdate(ctx context.Context, oldT, newT *HarvesterClusterTemplate) (admission.Warnings, error) {
-	errs := ratchet(newT.Spec.Template.Spec.validate(templateSpecPath), oldT.Spec.Template.Spec.validate(templateSpecPath))
-	dryRun, err := isTopologyDryRun(ctx, newT)
-	if err != nil {
-		return nil, err
-	}
-	if !dryRun && !reflect.DeepEqual(oldT.Spec.Template.Spec, newT.Spec.Template.Spec) {
-		errs = append(errs, field.Forbidden(templateSpecPath, "a template cannot change; create a new one and point the ClusterClass or Cluster at it"))
-	}
-	return nil, invalid("HarvesterClusterTemplate", newT.Name, errs)
+	return nil, validateTemplateUpdate(ctx, "HarvesterClusterTemplate", newT,
+		oldT.Spec.Template.Spec.validate(templateSpecPath), newT.Spec.Template.Spec.validate(templateSpecPath),
+		!reflect.DeepEqual(oldT.Spec.Template.Spec, newT.Spec.Template.Spec),
+		"a template cannot change; create a new one and point the ClusterClass or Cluster at it")
 }
 
 // ValidateDelete allows every deletion.
@@ -76,6 +70,22 @@ func (w *HarvesterClusterTemplateWebhook) ValidateDelete(context.Context, *Harve
 
 // templateSpecPath is where the stamped-out spec lives in a template.
 var templateSpecPath = field.NewPath("spec", "template", "spec")
+
+// validateTemplateUpdate checks an update of a template: its spec's own errors (those it had
+// before are let through, ratchet) and any change of the spec, which is refused (with refusal)
+// except in the ClusterClass topology controller's dry-run requests, which must be allowed to
+// compute a cluster's desired state.
+func validateTemplateUpdate(ctx context.Context, kind string, obj metav1.Object, oldErrs, newErrs field.ErrorList, changed bool, refusal string) error {
+	errs := ratchet(newErrs, oldErrs)
+	dryRun, err := isTopologyDryRun(ctx, obj)
+	if err != nil {
+		return err
+	}
+	if changed && !dryRun {
+		errs = append(errs, field.Forbidden(templateSpecPath, refusal))
+	}
+	return invalid(kind, obj.GetName(), errs)
+}
 
 // isTopologyDryRun tells whether a request is the ClusterClass topology controller's dry run.
 func isTopologyDryRun(ctx context.Context, obj metav1.Object) (bool, error) {

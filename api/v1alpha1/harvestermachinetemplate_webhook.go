@@ -20,7 +20,6 @@ import (
 	"context"
 	"reflect"
 
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
@@ -52,18 +51,12 @@ func (w *HarvesterMachineTemplateWebhook) ValidateCreate(_ context.Context, t *H
 	return nil, invalid("HarvesterMachineTemplate", t.Name, t.Spec.Template.Spec.validateAsTemplate(templateSpecPath))
 }
 
-// ValidateUpdate refuses changes to the template, except in the topology controller's dry-run
-// requests, which must be allowed to compute the desired state of a ClusterClass cluster.
+// ValidateUpdate refuses changes to the template (validateTemplateUpdate).
 func (w *HarvesterMachineTemplateWebhook) ValidateUpdate(ctx context.Context, oldT, newT *HarvesterMachineTemplate) (admission.Warnings, error) {
-	errs := ratchet(newT.Spec.Template.Spec.validateAsTemplate(templateSpecPath), oldT.Spec.Template.Spec.validateAsTemplate(templateSpecPath))
-	dryRun, err := isTopologyDryRun(ctx, newT)
-	if err != nil {
-		return nil, err
-	}
-	if !dryRun && !reflect.DeepEqual(oldT.Spec.Template.Spec, newT.Spec.Template.Spec) {
-		errs = append(errs, field.Forbidden(templateSpecPath, "a machine template cannot change; create a new one and point the MachineDeployment or control plane at it"))
-	}
-	return nil, invalid("HarvesterMachineTemplate", newT.Name, errs)
+	return nil, validateTemplateUpdate(ctx, "HarvesterMachineTemplate", newT,
+		oldT.Spec.Template.Spec.validateAsTemplate(templateSpecPath), newT.Spec.Template.Spec.validateAsTemplate(templateSpecPath),
+		!reflect.DeepEqual(oldT.Spec.Template.Spec, newT.Spec.Template.Spec),
+		"a machine template cannot change; create a new one and point the MachineDeployment or control plane at it")
 }
 
 // ValidateDelete allows every deletion.
