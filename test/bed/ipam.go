@@ -79,7 +79,7 @@ func (b *Bed) StartIPAMProvider(ctx context.Context) (*IPAMProvider, error) {
 		return nil, err
 	}
 	if _, err := envtest.InstallCRDs(b.Management.Config, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(dir, "crd")}, ErrorIfPathMissing: true,
+		Paths: []string{filepath.Join(dir, "crd")}, ErrorIfPathMissing: true, MaxTime: testenv.InstallWait,
 	}); err != nil {
 		return nil, fmt.Errorf("installing the IPAM provider's CRDs: %w", err)
 	}

@@ -103,6 +103,11 @@ func setLogger() {
 	})
 }
 
+// InstallWait bounds envtest's waits for installed CRDs to be served and for webhook servers to
+// answer. envtest's own 10 s holds on an idle machine; a simulated Harvester's many CRDs took
+// longer with both e2e shards, the other packages and a benchmark on two cores.
+const InstallWait = 2 * time.Minute
+
 // Start starts a control plane with the options' CRDs and webhooks. Callers must Stop it.
 func Start(o Options) (*Environment, error) {
 	setLogger()
@@ -117,9 +122,11 @@ func Start(o Options) (*Environment, error) {
 			CRDs:                  o.CRDs,
 			CRDDirectoryPaths:     o.CRDDirectoryPaths,
 			ErrorIfCRDPathMissing: true,
+			CRDInstallOptions:     envtest.CRDInstallOptions{MaxTime: InstallWait},
 			WebhookInstallOptions: envtest.WebhookInstallOptions{
 				MutatingWebhooks:   o.MutatingWebhooks,
 				ValidatingWebhooks: o.ValidatingWebhooks,
+				MaxTime:            InstallWait,
 			},
 		}
 		if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
