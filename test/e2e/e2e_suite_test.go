@@ -78,6 +78,12 @@ func TestE2E(t *testing.T) {
 		// make test-full.
 		suiteConfig.LabelFilter = "!" + fullOnly
 	}
+	if deadline, ok := t.Deadline(); ok {
+		// Ginkgo's own limit (an hour) would end a shard on a loaded machine before go test's
+		// -timeout (make test's TEST_TIMEOUT) does: the suite gets go test's, less a minute for
+		// its cleanups and report.
+		suiteConfig.Timeout = time.Until(deadline) - time.Minute
+	}
 	RunSpecs(t, "end-to-end on the simulated Harvester", suiteConfig, reporterConfig)
 }
 
