@@ -19,6 +19,7 @@ package integration
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,22 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
 )
+
+// settles bounds a wait for the bed's controllers (the provider's, CAPI's, KubeVirt's, the
+// simulated Harvester's) to act: a minute holds on an idle machine, not with make test's other
+// processes and a benchmark on two cores.
+const settles = 3 * time.Minute
+
+// testContext is a test's context: it ends at the test binary's deadline (go test -timeout),
+// less a minute for the bed's cleanups, not at a fixed time a loaded machine can pass while
+// the bed starts. Callers register its cancel with t.Cleanup before starting the bed, so that
+// it runs after the bed stopped.
+func testContext(t *testing.T) (context.Context, context.CancelFunc) {
+	if deadline, ok := t.Deadline(); ok {
+		return context.WithDeadline(context.Background(), deadline.Add(-time.Minute))
+	}
+	return context.WithCancel(context.Background())
+}
 
 // startBed starts the whole bed (management with CAPI, a simulated Harvester, guests) with the
 // provider's controllers in-process, and stops it when the test ends (callers cancel ctx in a

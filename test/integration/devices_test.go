@@ -20,7 +20,6 @@ limitations under the License.
 package integration
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -42,7 +41,7 @@ import (
 // address of the NIC it chose as management as its InternalIP.
 func TestMachineWithADeviceNoHostHasIsUnschedulable(t *testing.T) {
 	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := testContext(t)
 	t.Cleanup(cancel) // after startBed's cleanup: the bed stops while ctx still runs
 	testBed := startBed(ctx, t)
 	c := testBed.Management.Client
@@ -62,7 +61,7 @@ func TestMachineWithADeviceNoHostHasIsUnschedulable(t *testing.T) {
 		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(cond.Reason).To(Equal(infrav1.VMUnschedulableReason))
 		g.Expect(cond.Message).To(ContainSubstring("Insufficient " + vgpu))
-	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	}, settles, 100*time.Millisecond).Should(Succeed())
 	g.Expect(machine(g).Status.Initialization.Provisioned).To(BeNil())
 
 	// The VM asks KubeVirt for the device and the CPU model, as the builder wrote them.
@@ -78,7 +77,7 @@ func TestMachineWithADeviceNoHostHasIsUnschedulable(t *testing.T) {
 		hm := machine(g)
 		g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
 		g.Expect(hm.Status.VirtualMachine.Host).To(Equal("harvester-gpu"))
-	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	}, settles, 100*time.Millisecond).Should(Succeed())
 
 	// The management NIC (the second) gives the InternalIP; the first NIC's is external.
 	vmi := &kubevirtv1.VirtualMachineInstance{}

@@ -17,7 +17,6 @@ limitations under the License.
 package integration
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -48,7 +47,7 @@ import (
 // starts: this test found it.)
 func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := testContext(t)
 	t.Cleanup(cancel)
 	testBed := startBed(ctx, t)
 	c := testBed.Management.Client
@@ -69,7 +68,7 @@ func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 		g.Expect(conditions.IsTrue(hm, infrav1.ResourcesUpToDateCondition)).To(BeTrue())
 		before = &kubevirtv1.VirtualMachineInstance{}
 		g.Expect(h.Get(ctx, client.ObjectKey{Namespace: "guests", Name: hm.Status.VirtualMachine.Name}, before)).To(Succeed())
-	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	}, settles, 100*time.Millisecond).Should(Succeed())
 	g.Expect(before.Spec.Domain.CPU.MaxSockets).To(Equal(uint32(4)), "Harvester's mutator kept the maximum")
 	g.Expect(before.Spec.Domain.Memory.MaxGuest.String()).To(Equal("8Gi"))
 	g.Expect(before.Status.CurrentCPUTopology).To(Equal(&kubevirtv1.CPUTopology{Sockets: 2, Cores: 1, Threads: 1}))
@@ -91,7 +90,7 @@ func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 		hm.Spec.CPU, hm.Spec.Memory = 3, resource.MustParse("6Gi")
 		hm.Spec.Disks[0].Size = resource.MustParse("50Gi")
 		return c.Update(ctx, hm)
-	}, 10*time.Second).Should(Succeed())
+	}, settles).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		hm := machine(g)
 		if c := conditions.Get(hm, infrav1.ResourcesUpToDateCondition); c != nil && c.Reason == infrav1.ResizingReason && !slices.Contains(resizing, c.Message) {
@@ -110,7 +109,7 @@ func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 		g.Expect(pvc.Spec.Resources.Requests.Storage().String()).To(Equal("50Gi"))
 		g.Expect(pvc.Status.Capacity.Storage().String()).To(Equal("50Gi"))
 		g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
-	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	}, settles, 100*time.Millisecond).Should(Succeed())
 	g.Expect(resizing).NotTo(BeEmpty(), "the machine said it was resizing on the way")
 	t.Logf("ResourcesUpToDate while resizing: %q", resizing)
 }

@@ -17,7 +17,6 @@ limitations under the License.
 package integration
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -40,7 +39,7 @@ import (
 // instead of retrying in a loop, and once the gate is back the same machine is provisioned.
 func TestKubeVirtAdmissionRefusalIsReportedAndBackedOff(t *testing.T) {
 	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := testContext(t)
 	t.Cleanup(cancel)
 	testBed := startBed(ctx, t)
 	c := testBed.Management.Client
@@ -55,7 +54,7 @@ func TestKubeVirtAdmissionRefusalIsReportedAndBackedOff(t *testing.T) {
 	probe.Spec.Template.Spec.Domain.Devices.HostDevices = []kubevirtv1.HostDevice{{Name: "nic", DeviceName: device}}
 	g.Eventually(func() error {
 		return h.Client().Create(ctx, probe.DeepCopy(), client.DryRunAll)
-	}, time.Minute, 100*time.Millisecond).Should(MatchError(ContainSubstring("Host Devices feature gate is not enabled")))
+	}, settles, 100*time.Millisecond).Should(MatchError(ContainSubstring("Host Devices feature gate is not enabled")))
 
 	g.Expect(testBed.CreateBareCluster(ctx, ns, name)).To(Succeed())
 	spec := infrav1.HarvesterMachineSpec{
@@ -71,7 +70,7 @@ func TestKubeVirtAdmissionRefusalIsReportedAndBackedOff(t *testing.T) {
 		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(cond.Reason).To(Equal(infrav1.HarvesterRefusedReason))
 		g.Expect(cond.Message).To(ContainSubstring("Host Devices feature gate is not enabled"))
-	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	}, settles, 100*time.Millisecond).Should(Succeed())
 	hm := machine(g)
 	g.Expect(hm.Status.Initialization.Provisioned).To(BeNil())
 	vm := &kubevirtv1.VirtualMachine{}

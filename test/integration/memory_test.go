@@ -17,7 +17,6 @@ limitations under the License.
 package integration
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -44,7 +43,7 @@ import (
 // reservedMemory there).
 func TestGuestMemoryIsWhatHarvesterKeeps(t *testing.T) {
 	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := testContext(t)
 	t.Cleanup(cancel) // after startBed's cleanup: the bed stops while ctx still runs
 	testBed := startBed(ctx, t)
 	c, h := testBed.Management.Client, testBed.Harvester.Client()

@@ -17,7 +17,6 @@ limitations under the License.
 package integration
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -46,7 +45,7 @@ import (
 // balancer can select a pool's VMs.
 func TestMachineWithNodeDriverOptions(t *testing.T) {
 	g := NewWithT(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := testContext(t)
 	t.Cleanup(cancel) // after startBed's cleanup: the bed stops while ctx still runs
 	testBed := startBed(ctx, t)
 	c := testBed.Management.Client
@@ -66,7 +65,7 @@ func TestMachineWithNodeDriverOptions(t *testing.T) {
 		g.Expect(cond).NotTo(BeNil())
 		g.Expect(cond.Reason).To(Equal(infrav1.VMUnschedulableReason))
 		g.Expect(cond.Message).To(ContainSubstring("cpumanager=true"))
-	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	}, settles, 100*time.Millisecond).Should(Succeed())
 
 	hm := machine(g)
 	vm := &kubevirtv1.VirtualMachine{}
@@ -93,7 +92,7 @@ func TestMachineWithNodeDriverOptions(t *testing.T) {
 		hm := machine(g)
 		g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)))
 		g.Expect(hm.Status.VirtualMachine.Host).To(Equal("harvester-pinning"))
-	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	}, settles, 100*time.Millisecond).Should(Succeed())
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	g.Expect(testBed.Harvester.Client().Get(ctx, client.ObjectKey{Namespace: "guests", Name: hm.Name}, vmi)).To(Succeed())
 	g.Expect(vmi.Labels).To(HaveKeyWithValue(clusterv1.MachineDeploymentNameLabel, name), "a load balancer selects the pool's VMIs")
@@ -123,5 +122,5 @@ func TestMachineWithNodeDriverOptions(t *testing.T) {
 		g.Expect(cond.Message).To(ContainSubstring("userData's runcmd must be a list"))
 		g.Expect(cond.Message).NotTo(ContainSubstring("echo join"), "no value of the bootstrap data")
 		g.Expect(apierrors.IsNotFound(testBed.Harvester.Client().Get(ctx, client.ObjectKey{Namespace: "guests", Name: hms.Items[0].Name}, &kubevirtv1.VirtualMachine{}))).To(BeTrue(), "no VM")
-	}, time.Minute, 100*time.Millisecond).Should(Succeed())
+	}, settles, 100*time.Millisecond).Should(Succeed())
 }
