@@ -74,6 +74,7 @@ const (
 const LabelHarvesterGuestCluster = "guestcluster.harvesterhci.io/name"
 
 // AnnotationManagementNetwork on a VMI names its management interface (the machine's
-// `management` NIC) when that is not the first: the guest's cloud provider reads it, so the
-// node's InternalIP is the address the machine reports.
+// `management` NIC) when that is not the first, which only VMs made by earlier versions of the
+// provider have (it now puts the management NIC first): the guest's cloud provider still reads
+// it, so such a node's InternalIP is the address the machine reports.
 const AnnotationManagementNetwork = "harvester.infrastructure.cluster.x-k8s.io/management-network"
