@@ -214,12 +214,26 @@ func TestTemplateClustersAreImportedByTurtles(t *testing.T) {
 		if strings.HasPrefix(name, "clusterclass-") {
 			continue
 		}
-		values := requiredValues(namespace)
-		values["CLUSTER_NAME"] = strings.TrimSuffix(strings.TrimPrefix(name, "cluster-template"), ".yaml")
-		values["CLUSTER_NAME"] = "c" + strings.ReplaceAll(values["CLUSTER_NAME"], "-", "")
-		out, err := templates.Render(name, values)
+		clusterName := "c" + strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(name, "cluster-template"), ".yaml"), "-", "")
+		// A cluster the user keeps out (RANCHER_AUTO_IMPORT=false) stays out, although its
+		// namespace is labelled for import: the Cluster's own label wins.
+		kept := requiredValues(namespace)
+		kept["CLUSTER_NAME"], kept["RANCHER_AUTO_IMPORT"] = clusterName+"out", "false"
+		out, err := templates.Render(name, kept)
 		g.Expect(err).NotTo(HaveOccurred(), name)
 		objs, err := testenv.DecodeObjects(out)
+		g.Expect(err).NotTo(HaveOccurred(), name)
+		for _, o := range objs {
+			if o.GetKind() == "Cluster" {
+				g.Expect(turtlesWouldImport(o, ns)).To(BeFalse(), "%s with RANCHER_AUTO_IMPORT=false", name)
+			}
+		}
+
+		values := requiredValues(namespace)
+		values["CLUSTER_NAME"] = clusterName
+		out, err = templates.Render(name, values)
+		g.Expect(err).NotTo(HaveOccurred(), name)
+		objs, err = testenv.DecodeObjects(out)
 		g.Expect(err).NotTo(HaveOccurred(), name)
 		for _, o := range objs {
 			if o.GetKind() != "Cluster" {
@@ -241,8 +255,9 @@ func TestTemplateClustersAreImportedByTurtles(t *testing.T) {
 			stored := &corev1.Namespace{}
 			g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: cluster.GetNamespace()}, stored)).To(Succeed())
 			g.Expect(turtlesWouldImport(cluster, stored)).To(BeTrue(), "%s: Turtles would not import %s", name, cluster.GetName())
-			// The namespace's label is what does it: the Cluster alone does not ask for import.
-			g.Expect(turtlesWouldImport(cluster, &metav1.ObjectMeta{})).To(BeFalse(), name)
+			// The Cluster's own label asks for it: a namespace Fleet did not label (one that
+			// existed before the bundle, or another the user renders into) imports it too.
+			g.Expect(turtlesWouldImport(cluster, &metav1.ObjectMeta{})).To(BeTrue(), "%s: the Cluster alone", name)
 
 			// The control-plane provider (KCP, RKE2's, K3s') writes the admin kubeconfig under
 			// the name CAPI's secret package gives it; here it holds this apiserver's.
