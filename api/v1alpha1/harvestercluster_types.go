@@ -199,8 +199,11 @@ type HarvesterAPIEndpoint struct {
 	// +kubebuilder:validation:MaxLength=2048
 	Server string `json:"server,omitempty"`
 
-	// caBundle is the PEM-encoded CA that signs the server's certificate.
+	// caBundle is the PEM-encoded CA that signs the server's certificate. null is none: the
+	// templates write null when HARVESTER_GUEST_API_CA_BUNDLE is unset (a byte field takes no
+	// empty string), and a server-side apply of them must be accepted as a create is.
 	// +optional
+	// +nullable
 	CABundle []byte `json:"caBundle,omitempty"`
 }
 

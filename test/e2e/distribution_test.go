@@ -54,6 +54,36 @@ type distributionFlavour struct {
 	// upgradeTo, when set, is the version docs/operations.md's upgrade-rke2-k3s block upgrades
 	// the cluster to, after the checks on the bed's own management cluster.
 	upgradeTo string
+	// fromGit runs the cluster as Fleet does (docs/operations.md's "From Git"): its manifest is
+	// server-side applied under one field manager, and the upgrade is the same manifest
+	// rendered again with upgradeTo as the flavour's version variable and applied over it,
+	// instead of the upgrade-rke2-k3s commands. Both must end in the same state.
+	fromGit bool
+}
+
+// gitFieldManager is the field manager of the manifests a test applies as Fleet's agent would.
+const gitFieldManager = "fleet-agent"
+
+// versionVariable is the flavour's template variable that holds its Kubernetes version.
+func (f distributionFlavour) versionVariable() string {
+	for k := range f.variables {
+		if strings.HasSuffix(k, "_VERSION") {
+			return k
+		}
+	}
+	Fail("flavour " + f.template + " has no version variable")
+	return ""
+}
+
+// applyFromGit server-side applies a rendered manifest as Fleet applies a bundle: the whole
+// desired state, one field manager, conflicts taken over.
+func applyFromGit(c client.Client, manifest []byte) {
+	GinkgoHelper()
+	objs, err := testenv.DecodeObjects(manifest)
+	Expect(err).NotTo(HaveOccurred())
+	for _, o := range objs {
+		Expect(c.Patch(ctx, o, client.Apply, client.FieldOwner(gitFieldManager), client.ForceOwnership)).To(Succeed(), "applying %s %s", o.GetKind(), o.GetName())
+	}
 }
 
 // onManagement is the management cluster a distribution scenario runs on.
@@ -124,10 +154,14 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 	}
 	manifest, err := templates.Render(f.template, variables)
 	Expect(err).NotTo(HaveOccurred())
-	objs, err := testenv.DecodeObjects(manifest)
-	Expect(err).NotTo(HaveOccurred())
-	for _, o := range objs {
-		Expect(m.client.Create(ctx, o)).To(Succeed(), "creating %s %s", o.GetKind(), o.GetName())
+	if f.fromGit {
+		applyFromGit(m.client, manifest)
+	} else {
+		objs, err := testenv.DecodeObjects(manifest)
+		Expect(err).NotTo(HaveOccurred())
+		for _, o := range objs {
+			Expect(m.client.Create(ctx, o)).To(Succeed(), "creating %s %s", o.GetKind(), o.GetName())
+		}
 	}
 
 	By("the control-plane provider initialises the control plane on the load balancer's loopback address")
@@ -220,7 +254,7 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 	Expect(viaProvider.Items).To(HaveLen(2))
 
 	if f.upgradeTo != "" {
-		upgradesAsOperationsSays(f, namespace, name, gc)
+		upgradesAsOperationsSays(f, variables, namespace, name, gc)
 	}
 
 	By("deleting the Cluster removes everything on Harvester")
@@ -229,16 +263,29 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 	leakFree(target)
 }
 
-// upgradesAsOperationsSays runs docs/operations.md's upgrade block for RKE2 and K3s: both machines are
+// upgradesAsOperationsSays runs docs/operations.md's upgrade for RKE2 and K3s, with its commands or
+// from Git as the flavour says: both machines are
 // replaced, each new one at the new version with its Node's kubelet at it, and the guest's etcd
 // is left with the new server's member alone (its provider removed the old one's).
-func upgradesAsOperationsSays(f distributionFlavour, namespace, name string, gc *guest.Cluster) {
+func upgradesAsOperationsSays(f distributionFlavour, variables map[string]string, namespace, name string, gc *guest.Cluster) {
 	GinkgoHelper()
-	By("docs/operations.md's upgrade-rke2-k3s: the server, then the agent, replaced at " + f.upgradeTo)
 	before := &clusterv1.MachineList{}
 	Expect(mgmt().List(ctx, before, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
 	start := time.Now()
-	runDocumentedOnManagement("operations.md", "upgrade-rke2-k3s", "NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+f.upgradeTo)
+	if f.fromGit {
+		By("docs/operations.md's upgrade from Git: " + f.versionVariable() + " rendered anew as " + f.upgradeTo + " and the manifest applied over the cluster")
+		upgraded := map[string]string{}
+		for k, v := range variables {
+			upgraded[k] = v
+		}
+		upgraded[f.versionVariable()] = f.upgradeTo
+		manifest, err := templates.Render(f.template, upgraded)
+		Expect(err).NotTo(HaveOccurred())
+		applyFromGit(mgmt(), manifest)
+	} else {
+		By("docs/operations.md's upgrade-rke2-k3s: the server, then the agent, replaced at " + f.upgradeTo)
+		runDocumentedOnManagement("operations.md", "upgrade-rke2-k3s", "NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+f.upgradeTo)
+	}
 	waitProgressing("both machines replaced at "+f.upgradeTo, clusterState(mgmt(), namespace, name), func(g Gomega) {
 		machines := &clusterv1.MachineList{}
 		g.Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())

@@ -23,9 +23,11 @@ import (
 )
 
 var _ = Describe("an RKE2 cluster from cluster-template-rke2.yaml", func() {
-	It("comes up with the RKE2 bootstrap and control-plane providers (v0.21.0, as processes), upgrades as docs/operations.md says, and leaves nothing behind", func() {
+	It("comes up from its manifest applied as Fleet applies it, with the RKE2 bootstrap and control-plane providers (v0.21.0, as processes), upgrades from Git as docs/operations.md says, and leaves nothing behind", func() {
 		f := rke2Flavour
 		f.upgradeTo = "v1.35.5+rke2r1"
+		// The commands of upgrade-rke2-k3s run in the K3s scenario (make test-full).
+		f.fromGit = true
 		provisionsWithItsProviders(f, "rke2", "rc", "127.77.0.30", "127.77.0.39")
 	})
 })
