@@ -34,6 +34,12 @@ import (
 // identity Secret, and a bootstrap data Secret named "bootstrap" that machines can point at
 // directly: what tests need whose machines need no bootstrap provider.
 func (b *Bed) CreateBareCluster(ctx context.Context, namespace, name string) error {
+	return b.CreateBareClusterIn(ctx, namespace, name, "guests")
+}
+
+// CreateBareClusterIn is CreateBareCluster with the machines in Harvester namespace target (one
+// AddTargetNamespace prepared).
+func (b *Bed) CreateBareClusterIn(ctx context.Context, namespace, name, target string) error {
 	c := b.Management.Client
 	kubeconfig, err := b.Harvester.ProviderKubeconfig(ctx)
 	if err != nil {
@@ -49,7 +55,7 @@ func (b *Bed) CreateBareCluster(ctx context.Context, namespace, name string) err
 		},
 		&infrav1.HarvesterCluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-			Spec: infrav1.HarvesterClusterSpec{IdentitySecret: infrav1.SecretReference{Name: "identity"}, TargetNamespace: "guests",
+			Spec: infrav1.HarvesterClusterSpec{IdentitySecret: infrav1.SecretReference{Name: "identity"}, TargetNamespace: target,
 				LoadBalancer: infrav1.LoadBalancerSpec{Network: "default/vlan10"}},
 		},
 		&clusterv1.Cluster{

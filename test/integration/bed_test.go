@@ -18,6 +18,9 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,9 +39,7 @@ import (
 const settles = 3 * time.Minute
 
 // testContext is a test's context: it ends at the test binary's deadline (go test -timeout),
-// less a minute for the bed's cleanups, not at a fixed time a loaded machine can pass while
-// the bed starts. Callers register its cancel with t.Cleanup before starting the bed, so that
-// it runs after the bed stopped.
+// less a minute for the cleanups, not at a fixed time a loaded machine can pass.
 func testContext(t *testing.T) (context.Context, context.CancelFunc) {
 	if deadline, ok := t.Deadline(); ok {
 		return context.WithDeadline(context.Background(), deadline.Add(-time.Minute))
@@ -46,19 +47,50 @@ func testContext(t *testing.T) (context.Context, context.CancelFunc) {
 	return context.WithCancel(context.Background())
 }
 
-// startBed starts the whole bed (management with CAPI, a simulated Harvester, guests) with the
-// provider's controllers in-process, and stops it when the test ends (callers cancel ctx in a
-// t.Cleanup registered before, so that it runs after the bed stopped).
-func startBed(ctx context.Context, t *testing.T) *bed.Bed {
+// The package's tests share one bed: starting the whole bed is most of each test's time and
+// CPU (six beds took about 300 of the package's 340 s alone). Each test keeps to its own
+// management namespace, its own hosts and, where it changes a namespace's quota, its own
+// Harvester namespace, and restores what else it changes on Harvester.
+var shared struct {
+	once   sync.Once
+	bed    *bed.Bed
+	err    error
+	cancel context.CancelFunc
+}
+
+// TestMain stops the shared bed once every test has run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.bed != nil {
+		if err := shared.bed.Stop(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the bed:", err)
+			code = 1
+		}
+	}
+	if shared.cancel != nil {
+		shared.cancel()
+	}
+	os.Exit(code)
+}
+
+// startBed returns the package's bed (management with CAPI, a simulated Harvester, guests,
+// the provider's controllers in-process), started by the first test that asks. It runs until
+// TestMain stops it, or until go test's deadline less a minute.
+func startBed(t *testing.T) *bed.Bed {
 	t.Helper()
-	testBed, err := bed.Start(ctx, bed.Options{SetupManagement: func(ctx context.Context, tb *bed.Bed) error {
-		return controllers.Setup(ctx, tb.Management.Manager, controllers.Options{
-			ClusterConcurrency: 2, MachineConcurrency: 2, HarvesterQPS: 100, HarvesterBurst: 200, SkipNameValidation: true,
-		})
-	}})
-	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { NewWithT(t).Expect(testBed.Stop(ctx)).To(Succeed()) })
-	return testBed
+	shared.once.Do(func() {
+		ctx, cancel := testContext(t)
+		shared.cancel = cancel
+		shared.bed, shared.err = bed.Start(ctx, bed.Options{SetupManagement: func(ctx context.Context, tb *bed.Bed) error {
+			return controllers.Setup(ctx, tb.Management.Manager, controllers.Options{
+				ClusterConcurrency: 2, MachineConcurrency: 2, HarvesterQPS: 100, HarvesterBurst: 200, SkipNameValidation: true,
+			})
+		}})
+	})
+	if shared.err != nil {
+		t.Fatalf("starting the bed: %v", shared.err)
+	}
+	return shared.bed
 }
 
 // createMachinePool creates a HarvesterMachineTemplate of spec and a bare MachineDeployment of one

@@ -42,8 +42,8 @@ import (
 func TestMachineWithADeviceNoHostHasIsUnschedulable(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := testContext(t)
-	t.Cleanup(cancel) // after startBed's cleanup: the bed stops while ctx still runs
-	testBed := startBed(ctx, t)
+	t.Cleanup(cancel)
+	testBed := startBed(t)
 	c := testBed.Management.Client
 
 	const ns, name, vgpu = "devices", "devices", "nvidia.com/NVIDIA_A2-4Q"

@@ -49,7 +49,7 @@ func TestMachineWithMaximumsIsHotPluggable(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := testContext(t)
 	t.Cleanup(cancel)
-	testBed := startBed(ctx, t)
+	testBed := startBed(t)
 	c := testBed.Management.Client
 
 	const ns, name = "hotplug", "hotplug"

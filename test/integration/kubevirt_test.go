@@ -41,13 +41,16 @@ func TestKubeVirtAdmissionRefusalIsReportedAndBackedOff(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := testContext(t)
 	t.Cleanup(cancel)
-	testBed := startBed(ctx, t)
+	testBed := startBed(t)
 	c := testBed.Management.Client
 	h := testBed.Harvester
 
 	const ns, name, device = "kvrefused", "kvrefused", "intel.com/82599_ETHERNET"
 	gates := slices.DeleteFunc(slices.Clone(harvestersim.HarvesterKubeVirtFeatureGates), func(g string) bool { return g == "HostDevices" })
 	g.Expect(h.SetKubeVirtFeatureGates(ctx, gates)).To(Succeed())
+	t.Cleanup(func() { // the bed's later tests run with Harvester's gates, whatever happens here
+		NewWithT(t).Expect(h.SetKubeVirtFeatureGates(ctx, harvestersim.HarvesterKubeVirtFeatureGates)).To(Succeed())
+	})
 	// KubeVirt's admission has read the change once it refuses such a VM (a dry run reaches the
 	// webhooks and stores nothing).
 	probe := harvestersim.SampleVM("guests", "kvrefused-probe", "")

@@ -46,8 +46,8 @@ import (
 func TestMachineWithNodeDriverOptions(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := testContext(t)
-	t.Cleanup(cancel) // after startBed's cleanup: the bed stops while ctx still runs
-	testBed := startBed(ctx, t)
+	t.Cleanup(cancel)
+	testBed := startBed(t)
 	c := testBed.Management.Client
 
 	const ns, name = "pinned", "pinned"

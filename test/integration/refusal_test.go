@@ -42,26 +42,30 @@ import (
 func TestHarvesterRefusalIsACondition(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := testContext(t)
-	t.Cleanup(cancel) // after startBed's cleanup: the bed stops while ctx still runs
-	testBed := startBed(ctx, t)
+	t.Cleanup(cancel)
+	testBed := startBed(t)
 	c, h := testBed.Management.Client, testBed.Harvester.Client()
 
+	// A Harvester namespace of its own: the quota counts every volume of its namespace, and the
+	// bed's other tests keep theirs in the bed's usual one.
+	const target = "quota-guests"
+	g.Expect(testBed.Harvester.AddTargetNamespace(ctx, target)).To(Succeed())
 	const quota = `{"limit":{"requestsStorage":"10Gi"}}`
 	ns := &corev1.Namespace{}
-	g.Expect(h.Get(ctx, client.ObjectKey{Name: "guests"}, ns)).To(Succeed())
+	g.Expect(h.Get(ctx, client.ObjectKey{Name: target}, ns)).To(Succeed())
 	if ns.Annotations == nil {
 		ns.Annotations = map[string]string{}
 	}
 	ns.Annotations["field.cattle.io/resourceQuota"] = quota
 	g.Expect(h.Update(ctx, ns)).To(Succeed())
 	g.Expect(h.Create(ctx, &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "guests", Name: "default-quota",
+		ObjectMeta: metav1.ObjectMeta{Namespace: target, Name: "default-quota",
 			Labels: map[string]string{"resourcequota.management.cattle.io/default-resource-quota": "true"}},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsStorage: resource.MustParse("10Gi")}},
 	})).To(Succeed())
 
 	const name = "over-quota"
-	g.Expect(testBed.CreateBareCluster(ctx, name, name)).To(Succeed())
+	g.Expect(testBed.CreateBareClusterIn(ctx, name, name, target)).To(Succeed())
 	g.Expect(c.Create(ctx, &infrav1.HarvesterMachineTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: name},
 		Spec: infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{Spec: infrav1.HarvesterMachineSpec{
@@ -94,7 +98,7 @@ func TestHarvesterRefusalIsACondition(t *testing.T) {
 	}, 5*time.Second, 500*time.Millisecond).Should(BeNumerically("<=", 12))
 
 	// The project's quota raised: the next attempt goes through.
-	g.Expect(h.Get(ctx, client.ObjectKey{Name: "guests"}, ns)).To(Succeed())
+	g.Expect(h.Get(ctx, client.ObjectKey{Name: target}, ns)).To(Succeed())
 	ns.Annotations["field.cattle.io/resourceQuota"] = `{"limit":{"requestsStorage":"100Gi"}}`
 	g.Expect(h.Update(ctx, ns)).To(Succeed())
 	g.Eventually(func(g Gomega) {
