@@ -104,9 +104,12 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	providerOptions = bed.ProviderOptions{
 		Binary: binary,
-		// The lease is short so that a restarted manager takes over quickly; a fixed missing
-		// image, key pair or network is seen within 2 s rather than the default 15 s.
-		ExtraArgs: []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s",
+		// The lease is shorter than the shipped 15 s so that a killed manager's successor takes
+		// over within 8 s; its renewal may take 6 s (a 3 s deadline lost the lease six times in
+		// one shard's run with make bench and more beside make test, and the kubelet-like
+		// back-off then held the manager for minutes). A fixed missing image, key pair or network is seen
+		// within 2 s rather than the default 15 s.
+		ExtraArgs: []string{"--leader-elect-lease-duration=8s", "--leader-elect-renew-deadline=6s", "--leader-elect-retry-period=1s",
 			"--reference-recheck-interval=2s"},
 	}
 	testBed, err = bed.Start(ctx, bed.Options{Harvester: opts, Kubeadm: true, CCMBinary: ccmBinary, Topology: true, Provider: &providerOptions})
