@@ -57,13 +57,14 @@ const (
 	ReasonPrimaryServiceInUse   = "PrimaryServiceInUse"
 	ReasonHealthCheckIgnored    = "HealthCheckIgnored"
 	ReasonLoadBalancerLimit     = "LoadBalancerLimitReached"
+	// ReasonAddressPending: Harvester reports why a Service's load balancer has no address.
+	ReasonAddressPending = "LoadBalancerAddressPending"
 )
 
 const (
-	// addressWait bounds how long EnsureLoadBalancer waits for Harvester to allocate an address.
-	// Harvester's controller does it within a moment; when it takes longer the call fails (the
-	// service controller retries with back-off) and the watch of the load balancers hands the
-	// address to the Service as soon as it comes.
+	// addressWait bounds how long EnsureLoadBalancer waits for the address of a secondary
+	// Service's primary load balancer; when it takes longer the call fails (the service
+	// controller retries with back-off). A primary Service does not wait (EnsureLoadBalancer).
 	addressWait = 2 * time.Second
 	// cacheWait bounds how long a call waits for the watches to be synced (only right after
 	// start).
@@ -145,9 +146,13 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, _ string, svc *core
 // EnsureLoadBalancer creates or updates the Service's Harvester load balancer, gives its address
 // to kube-vip (annotation kube-vip.io/loadbalancerIPs) and returns the status the service
 // controller writes:
-//   - pool: the address Harvester allocated. When it is not there after a short wait, the call
-//     fails; the watch writes the annotation once the address comes, and that change makes the
-//     service controller call again at once instead of after its back-off.
+//   - pool: the address Harvester allocated. Until it is there the call returns the Service's
+//     status as it is, without waiting: the service controller runs one worker by default, and a
+//     worker held while Harvester books addresses (two at a time, retrying its conflicts on the
+//     pool) would hold every other Service behind it for seconds. The watch of the load
+//     balancers writes the annotation once the address comes, and that change makes the service
+//     controller call again at once, which then returns the address. A load balancer Harvester
+//     reports a problem for fails the call with it (the service controller retries with back-off).
 //   - dhcp: kube-vip leases the address itself (the annotation is 0.0.0.0) and writes it to the
 //     Service's status; the call returns the status the Service has, so the service controller
 //     never overwrites kube-vip's lease (upstream does the same).
@@ -165,9 +170,12 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, _ string, svc *c
 	if err != nil {
 		return nil, err
 	}
-	addr, lb, err := l.waitForAddress(ctx, lb)
-	if err != nil {
-		return nil, err
+	addr, lb := l.latestAddress(ctx, lb)
+	if addr == "" {
+		if problem := guestcloud.LoadBalancerProblem(lb); problem != "" {
+			return nil, fmt.Errorf("load balancer %s/%s has no address: %s", lb.Namespace, lb.Name, problem)
+		}
+		return svc.Status.LoadBalancer.DeepCopy(), nil
 	}
 	if err := l.setKubeVIPAddress(ctx, svc, addr); err != nil {
 		return nil, err
@@ -238,6 +246,19 @@ func (l *loadBalancers) ensureHarvesterLB(ctx context.Context, svc *corev1.Servi
 		}
 	}
 	return lb, nil
+}
+
+// latestAddress returns the address of a load balancer as the watch last saw it (the load balancer
+// just created or updated may be older), and that load balancer.
+func (l *loadBalancers) latestAddress(ctx context.Context, lb *lbv1.LoadBalancer) (string, *lbv1.LoadBalancer) {
+	if addr := guestcloud.ServiceLoadBalancerAddress(lb); addr != "" {
+		return addr, lb
+	}
+	latest := &lbv1.LoadBalancer{}
+	if err := l.harvesterLBs.Get(ctx, client.ObjectKeyFromObject(lb), latest); err == nil {
+		return guestcloud.ServiceLoadBalancerAddress(latest), latest
+	}
+	return "", lb
 }
 
 // waitForAddress returns the address of a load balancer, waiting up to addressWait for Harvester

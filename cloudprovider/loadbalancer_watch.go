@@ -122,7 +122,7 @@ func primaryServiceOf(obj any) ([]string, error) {
 }
 
 // observe wakes the calls waiting for a load balancer and queues its Service when it has an
-// address.
+// address, or a problem Harvester reports instead.
 func (l *loadBalancers) observe(obj any) {
 	if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
@@ -133,7 +133,8 @@ func (l *loadBalancers) observe(obj any) {
 	}
 	l.waiters.notify(lb.Name)
 	ns, name := lb.Labels[guestcloud.LabelLBServiceNamespace], lb.Labels[guestcloud.LabelLBServiceName]
-	if lb.DeletionTimestamp == nil && ns != "" && name != "" && guestcloud.ServiceLoadBalancerAddress(lb) != "" {
+	if lb.DeletionTimestamp == nil && ns != "" && name != "" &&
+		(guestcloud.ServiceLoadBalancerAddress(lb) != "" || guestcloud.LoadBalancerProblem(lb) != "") {
 		l.annotations.Add(ns + "/" + name)
 	}
 }
@@ -168,7 +169,9 @@ func (l *loadBalancers) runAnnotations(ctx context.Context) {
 }
 
 // annotate writes the address of a Service's load balancer to its kube-vip annotation, when the
-// Service still wants that load balancer (a re-created Service has another one).
+// Service still wants that load balancer (a re-created Service has another one). A load balancer
+// Harvester gives no address for a reason it reports: that reason becomes a warning on the
+// Service (EnsureLoadBalancer did not wait for it).
 func (l *loadBalancers) annotate(ctx context.Context, key string) error {
 	ns, name, _ := strings.Cut(key, "/")
 	svc, err := l.services.Services(ns).Get(name)
@@ -190,8 +193,14 @@ func (l *loadBalancers) annotate(ctx context.Context, key string) error {
 	if err := l.harvesterLBs.Get(ctx, client.ObjectKey{Namespace: l.cloud.namespace, Name: l.nameOf(svc)}, lb); err != nil {
 		return client.IgnoreNotFound(err)
 	}
+	if lb.DeletionTimestamp != nil {
+		return nil
+	}
 	addr := guestcloud.ServiceLoadBalancerAddress(lb)
-	if addr == "" || lb.DeletionTimestamp != nil {
+	if addr == "" {
+		if problem := guestcloud.LoadBalancerProblem(lb); problem != "" {
+			l.recorder.Eventf(svc, corev1.EventTypeWarning, ReasonAddressPending, "load balancer %s/%s has no address: %s", lb.Namespace, lb.Name, problem)
+		}
 		return nil
 	}
 	return l.setKubeVIPAddress(ctx, svc, addr)

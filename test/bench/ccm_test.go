@@ -40,6 +40,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
+	serviceconfig "k8s.io/cloud-provider/controllers/service/config/v1alpha1"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -109,7 +110,10 @@ func runCCM(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, ser
 		return nil, err
 	}
 	factory.Start(ccmCtx.Done())
-	go controller.Run(ccmCtx, 5, controllersmetrics.NewControllerManagerMetrics("bench-service-controller"))
+	// The workers the CCM ships with: k8s.io/cloud-provider's default --concurrent-service-syncs.
+	workers := serviceconfig.ServiceControllerConfiguration{}
+	serviceconfig.RecommendedDefaultServiceControllerConfiguration(&workers)
+	go controller.Run(ccmCtx, int(workers.ConcurrentServiceSyncs), controllersmetrics.NewControllerManagerMetrics("bench-service-controller"))
 
 	// Stamps: Harvester LB has its address (simulator's view), the bare client sees it, and the
 	// guest Service's status has it; all keyed by the Service's name.

@@ -266,8 +266,15 @@ var _ = Describe("cloud provider switching from the upstream Harvester CCM", Ord
 				delete(s.Annotations, upstreamPrimaryService)
 				g.Expect(guest.Update(ctx, s)).To(Succeed())
 			}).Should(Succeed())
-			own := ensure(alt2)
-			Expect(own.Ingress).To(ConsistOf(HaveField("IP", Not(Equal(ip)))))
+			// Its own load balancer is new: the calls return without an address until Harvester
+			// books one (the service controller calls again when the watch hands it over).
+			var own *corev1.LoadBalancerStatus
+			Eventually(func(g Gomega) {
+				var err error
+				own, err = balancer.EnsureLoadBalancer(ctx, cluster, latest(g, alt2), nil)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(own.Ingress).To(ConsistOf(HaveField("IP", Not(Equal(ip)))))
+			}).Should(Succeed())
 			Expect(latest(Default, alt2).Labels).NotTo(HaveKey(upstreamPrimaryService))
 			Expect(latest(Default, alt2).Annotations).To(HaveKeyWithValue(upstreamKubeVIP, own.Ingress[0].IP))
 
