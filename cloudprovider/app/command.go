@@ -52,6 +52,10 @@ func NewCommand(stop <-chan struct{}) (*cobra.Command, error) {
 		"CIDRs whose addresses are never reported as node addresses.")
 	fs.IntVar(&opts.MaxLoadBalancers, "max-load-balancers", harvestercloud.DefaultMaxLoadBalancers,
 		"Most Harvester load balancers the cluster may have (one per Service of type LoadBalancer that shares no address); a Service beyond it gets none and a LoadBalancerLimitReached event. 0: no limit.")
+	fs.Float32Var(&opts.HarvesterQPS, "harvester-api-qps", harvestercloud.DefaultHarvesterQPS,
+		"Requests a second to Harvester's API, on average.")
+	fs.IntVar(&opts.HarvesterBurst, "harvester-api-burst", harvestercloud.DefaultHarvesterBurst,
+		"Requests to Harvester's API at once, beyond --harvester-api-qps.")
 
 	// The framework gives the initialiser no way to return an error: a CCM that cannot
 	// initialise its cloud exits, as every CCM on this framework does.

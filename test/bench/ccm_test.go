@@ -40,7 +40,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
-	serviceconfig "k8s.io/cloud-provider/controllers/service/config/v1alpha1"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -57,6 +56,7 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates/addons"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/bed"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
 // runCCM measures P4: one guest cluster whose cloud provider (our cloudprovider package,
@@ -110,10 +110,12 @@ func runCCM(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings, ser
 		return nil, err
 	}
 	factory.Start(ccmCtx.Done())
-	// The workers the CCM ships with: k8s.io/cloud-provider's default --concurrent-service-syncs.
-	workers := serviceconfig.ServiceControllerConfiguration{}
-	serviceconfig.RecommendedDefaultServiceControllerConfiguration(&workers)
-	go controller.Run(ccmCtx, int(workers.ConcurrentServiceSyncs), controllersmetrics.NewControllerManagerMetrics("bench-service-controller"))
+	// The workers the CCM ships with (its addon's --concurrent-service-syncs).
+	workers, err := testenv.CCMServiceWorkers()
+	if err != nil {
+		return nil, err
+	}
+	go controller.Run(ccmCtx, workers, controllersmetrics.NewControllerManagerMetrics("bench-service-controller"))
 
 	// Stamps: Harvester LB has its address (simulator's view), the bare client sees it, and the
 	// guest Service's status has it; all keyed by the Service's name.

@@ -337,7 +337,7 @@ func runSuite(b testing.TB, s settings) *Report {
 	if s.services > 0 {
 		r.P4, err = runCCM(ctx, tb, kubeconfig, s, s.services)
 		must(b, err)
-		r.Notes = append(r.Notes, fmt.Sprintf("P4: %d LoadBalancer Services created at once in one guest cluster; the cloud provider runs in-process with k8s.io/cloud-provider's service controller (its default one worker, as the CCM ships), which writes the Service's status (pool IPAM; kube-vip is not simulated).", s.services))
+		r.Notes = append(r.Notes, fmt.Sprintf("P4: %d LoadBalancer Services created at once in one guest cluster; the cloud provider runs in-process with k8s.io/cloud-provider's service controller with the workers the CCM's addon sets (--concurrent-service-syncs), which writes the Service's status (pool IPAM; kube-vip is not simulated).", s.services))
 	}
 	return r
 }

@@ -37,7 +37,6 @@ import (
 	"k8s.io/client-go/rest"
 	cloudprovider "k8s.io/cloud-provider"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
-	serviceconfig "k8s.io/cloud-provider/controllers/service/config/v1alpha1"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +45,7 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/templates/addons"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/harvestersim"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
 // ccmGuestClient installs the CCM's ServiceAccount and guest RBAC from templates/addons/ccm.yaml
@@ -366,10 +366,10 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		scCtx, stopController := context.WithCancel(ctx)
 		defer stopController()
 		factory.Start(scCtx.Done())
-		// The workers the CCM ships with: k8s.io/cloud-provider's default --concurrent-service-syncs.
-		workers := serviceconfig.ServiceControllerConfiguration{}
-		serviceconfig.RecommendedDefaultServiceControllerConfiguration(&workers)
-		go controller.Run(scCtx, int(workers.ConcurrentServiceSyncs), controllersmetrics.NewControllerManagerMetrics("service-controller-test"))
+		// The workers the CCM ships with (its addon's --concurrent-service-syncs).
+		workers, err := testenv.CCMServiceWorkers()
+		Expect(err).NotTo(HaveOccurred())
+		go controller.Run(scCtx, workers, controllersmetrics.NewControllerManagerMetrics("service-controller-test"))
 
 		By("saying why while Harvester has no pool for the guest's Services")
 		late := create(lbService("late", nil, tcp(80)))
