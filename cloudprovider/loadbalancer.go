@@ -31,6 +31,7 @@ import (
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -577,6 +578,24 @@ func (l *loadBalancers) patchService(ctx context.Context, svc *corev1.Service, a
 	}
 	_, err = l.guest.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
+}
+
+// setStatus writes a Service's status.loadBalancer, when it is not so already.
+func (l *loadBalancers) setStatus(ctx context.Context, svc *corev1.Service, status *corev1.LoadBalancerStatus) error {
+	if equality.Semantic.DeepEqual(svc.Status.LoadBalancer, *status) {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": svc.UID},
+		"status":   map[string]any{"loadBalancer": status},
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := l.guest.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("writing the address of Service %s/%s to its status: %w", svc.Namespace, svc.Name, err)
+	}
+	return nil
 }
 
 // refuse records err as a warning event on the Service and returns it.

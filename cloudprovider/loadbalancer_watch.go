@@ -203,7 +203,16 @@ func (l *loadBalancers) annotate(ctx context.Context, key string) error {
 		}
 		return nil
 	}
-	return l.setKubeVIPAddress(ctx, svc, addr)
+	if err := l.setKubeVIPAddress(ctx, svc, addr); err != nil {
+		return err
+	}
+	if guestcloud.LoadBalancerIPAM(lb) == lbv1.DHCP {
+		return nil // kube-vip writes the status of a DHCP lease
+	}
+	// The status EnsureLoadBalancer would return, written now: the service controller's call that
+	// the annotation triggers can wait in its queue behind the first calls of the Services made
+	// with this one (a second with 40 at once and five workers); it then finds nothing to change.
+	return l.setStatus(ctx, svc, ingress(addr))
 }
 
 // addressWaiters lets calls wait for changes of a load balancer, by name: a waiter takes the
