@@ -208,8 +208,8 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 		}).Should(Succeed())
 
 		// The first call does not wait for Harvester to book the address (it holds no worker of
-		// the service controller); the watch gives it to kube-vip as it comes, and the next call
-		// (the service controller's, on that change) returns it.
+		// the service controller); the watch gives it to kube-vip and to the Service's status as
+		// it comes (no service controller runs here), and the next call returns it.
 		_, err := ensure(web)
 		Expect(err).NotTo(HaveOccurred())
 		var ip string
@@ -217,6 +217,9 @@ var _ = Describe("cloud provider LoadBalancer", Ordered, func() {
 			ip = kubeVIP(web)(g)
 			g.Expect(ip).To(HavePrefix("10.10.101."), "kube-vip is told the address")
 		}).Should(Succeed())
+		Eventually(func() []corev1.LoadBalancerIngress { return latest(web).Status.LoadBalancer.Ingress }).
+			Should(ConsistOf(And(HaveField("IP", ip), HaveField("IPMode", HaveValue(Equal(corev1.LoadBalancerIPModeVIP))))),
+				"the watch wrote the status the call returns")
 		status, err := ensure(web)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status.Ingress).To(ConsistOf(HaveField("IP", ip)))
