@@ -148,12 +148,13 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, _ string, svc *core
 // to kube-vip (annotation kube-vip.io/loadbalancerIPs) and returns the status the service
 // controller writes:
 //   - pool: the address Harvester allocated. Until it is there the call returns the Service's
-//     status as it is, without waiting: the service controller runs one worker by default, and a
-//     worker held while Harvester books addresses (two at a time, retrying its conflicts on the
-//     pool) would hold every other Service behind it for seconds. The watch of the load
-//     balancers writes the annotation once the address comes, and that change makes the service
-//     controller call again at once, which then returns the address. A load balancer Harvester
-//     reports a problem for fails the call with it (the service controller retries with back-off).
+//     status as it is, without waiting: the service controller runs few workers (one by
+//     default), and a worker held while Harvester books addresses (two at a time, retrying its
+//     conflicts on the pool) would hold the other Services behind it for seconds. The watch of
+//     the load balancers writes the annotation and this status once the address comes; the
+//     service controller's call that the annotation triggers then finds nothing to change. A
+//     load balancer Harvester reports a problem for fails the call with it (the service
+//     controller retries with back-off).
 //   - dhcp: kube-vip leases the address itself (the annotation is 0.0.0.0) and writes it to the
 //     Service's status; the call returns the status the Service has, so the service controller
 //     never overwrites kube-vip's lease (upstream does the same).

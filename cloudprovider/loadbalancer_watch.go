@@ -168,8 +168,9 @@ func (l *loadBalancers) runAnnotations(ctx context.Context) {
 	}
 }
 
-// annotate writes the address of a Service's load balancer to its kube-vip annotation, when the
-// Service still wants that load balancer (a re-created Service has another one). A load balancer
+// annotate writes the address of a Service's load balancer to its kube-vip annotation and, in
+// pool mode, its status, when the Service still wants that load balancer (a re-created Service
+// has another one). A load balancer
 // Harvester gives no address for a reason it reports: that reason becomes a warning on the
 // Service (EnsureLoadBalancer did not wait for it).
 func (l *loadBalancers) annotate(ctx context.Context, key string) error {
