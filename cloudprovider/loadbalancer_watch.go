@@ -51,10 +51,8 @@ const eventComponent = "harvester-cloud-controller-manager"
 // available: the guest's Services (through guest), and the Harvester load balancers labelled
 // for this guest cluster (with the cloud's own credential: list and watch in its namespace, as
 // Harvester's cloud-provider role allows). When one of those gets an address, the watch writes
-// it to its Service's kube-vip annotation at once; the service controller, which calls
-// EnsureLoadBalancer again on any annotation change, then writes the Service's status. Without
-// it, an address that comes after EnsureLoadBalancer gave up waiting would wait for the service
-// controller's back-off (up to minutes). Everything stops with ctx.
+// it to its Service's kube-vip annotation and status at once: EnsureLoadBalancer does not wait
+// for Harvester, so this is how the address reaches the Service. Everything stops with ctx.
 func (c *Cloud) StartLoadBalancers(ctx context.Context, guest kubernetes.Interface) error {
 	harvesterLBs, err := cache.New(c.config, cache.Options{
 		Scheme: c.client.Scheme(),
