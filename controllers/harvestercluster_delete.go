@@ -109,7 +109,7 @@ func (r *HarvesterClusterReconciler) reconcileDelete(ctx context.Context, s *clu
 	}
 	if deletedCP {
 		r.Recorder.Eventf(hc, nil, corev1.EventTypeNormal, "LoadBalancerDeleted", "Delete", "Deleted load balancer %s/%s on Harvester",
-			hc.Spec.TargetNamespace, s.guest.LoadBalancerName())
+			hc.Spec.TargetNamespace, harvester.ControlPlaneLoadBalancerName(hc, s.guest))
 	}
 	if !gone {
 		return ctrl.Result{}, nil // its deletion event brings us back

@@ -19,6 +19,7 @@ package v1alpha1
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"reflect"
 	"regexp"
@@ -91,6 +92,7 @@ func keepProviderAnnotations(ctx context.Context, c *HarvesterCluster) {
 func (w *HarvesterClusterWebhook) ValidateCreate(_ context.Context, c *HarvesterCluster) (admission.Warnings, error) {
 	errs := c.Spec.validate(field.NewPath("spec"))
 	errs = append(errs, validateOwnerMark(nil, c)...)
+	errs = append(errs, validateLoadBalancerRecord(nil, c)...)
 	return nil, invalid("HarvesterCluster", c.Name, errs)
 }
 
@@ -101,6 +103,7 @@ func (w *HarvesterClusterWebhook) ValidateUpdate(_ context.Context, oldC, newC *
 	provisioned := ptr.Deref(oldC.Status.Initialization.Provisioned, false)
 	errs = append(errs, newC.Spec.validateImmutable(path, &oldC.Spec, provisioned)...)
 	errs = append(errs, validateOwnerMark(oldC, newC)...)
+	errs = append(errs, validateLoadBalancerRecord(oldC, newC)...)
 	return nil, invalid("HarvesterCluster", newC.Name, errs)
 }
 
@@ -136,6 +139,31 @@ func validateOwnerMark(old, c *HarvesterCluster) field.ErrorList {
 		return field.ErrorList{field.Forbidden(path, "the owner mark cannot change or be removed once recorded: it names this cluster's objects on Harvester")}
 	case !oldMarked && marked && mark != "" && slices.Contains(old.Finalizers, ClusterFinalizer):
 		return field.ErrorList{field.Forbidden(path, "this cluster was first reconciled without an owner mark: its objects on Harvester are named without one, so only the empty mark may be recorded")}
+	}
+	return nil
+}
+
+// validateLoadBalancerRecord checks the name of the control-plane load balancer recorded in
+// LoadBalancerAnnotation: a DNS-1035 label (Harvester makes a Service of that name), which may be
+// given on create (clusterctl move and a take-over from another provider bring it) but, once
+// recorded, not changed: the provider would make a second load balancer and forget the first.
+// The webhooks' defaulting keeps it through updates that leave it out.
+func validateLoadBalancerRecord(old, c *HarvesterCluster) field.ErrorList {
+	path := field.NewPath("metadata", "annotations").Key(LoadBalancerAnnotation)
+	name, recorded := c.Annotations[LoadBalancerAnnotation]
+	if recorded {
+		if msgs := validation.IsDNS1035Label(name); len(msgs) > 0 {
+			return field.ErrorList{field.Invalid(path, name, strings.Join(msgs, "; "))}
+		}
+	}
+	if old == nil {
+		return nil
+	}
+	if _, moving := c.Annotations[deleteForMoveAnnotation]; moving && !recorded {
+		return nil
+	}
+	if oldName := old.Annotations[LoadBalancerAnnotation]; oldName != "" && name != oldName {
+		return field.ErrorList{field.Forbidden(path, fmt.Sprintf("the control-plane load balancer %s is recorded; it cannot change", oldName))}
 	}
 	return nil
 }

@@ -383,3 +383,50 @@ func TestDefaultingKeepsTheOwnerMark(t *testing.T) {
 	g.Expect((&HarvesterClusterWebhook{}).Default(admission.NewContextWithRequest(context.Background(), update), changed)).To(Succeed())
 	g.Expect(changed.Annotations).To(HaveKeyWithValue(OwnerMarkAnnotation, "9876543210"), "a change is left for the validating webhook to refuse")
 }
+
+// The recorded control-plane load balancer is the cluster's from then on: a create may bring
+// one (clusterctl move, a take-over from another provider), a malformed name is refused, and an
+// update cannot change it (the provider would make a second load balancer and lose the first).
+func TestWebhookKeepsTheRecordedLoadBalancer(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	w := &HarvesterClusterWebhook{}
+	recording := func(name *string) *HarvesterCluster {
+		c := &HarvesterCluster{ObjectMeta: metav1.ObjectMeta{Name: "prod", Finalizers: []string{ClusterFinalizer}},
+			Spec: HarvesterClusterSpec{IdentitySecret: SecretReference{Name: "identity"}, TargetNamespace: "guests"}}
+		if name != nil {
+			c.Annotations = map[string]string{LoadBalancerAnnotation: *name}
+		}
+		return c
+	}
+	ours, caphvs, bad, long, empty := "cp-prod-0123456789", "default-prod-lb", "Default_prod", strings.Repeat("a", 64), ""
+
+	for _, name := range []string{ours, caphvs} {
+		_, err := w.ValidateCreate(ctx, recording(&name))
+		g.Expect(err).NotTo(HaveOccurred(), name)
+	}
+	for _, name := range []string{bad, long, "1-starts-with-a-digit"} {
+		_, err := w.ValidateCreate(ctx, recording(&name))
+		g.Expect(err).To(MatchError(ContainSubstring("metadata.annotations["+LoadBalancerAnnotation+"]")), name)
+	}
+	moving := recording(nil)
+	moving.Annotations = map[string]string{clusterctlv1.DeleteForMoveAnnotation: ""}
+	for _, tc := range []struct {
+		name     string
+		old, new *HarvesterCluster
+		refused  bool
+	}{
+		{"recorded by the manager", recording(nil), recording(&ours), false},
+		{"unchanged", recording(&caphvs), recording(&caphvs), false},
+		{"changed", recording(&caphvs), recording(&ours), true},
+		{"emptied", recording(&ours), recording(&empty), true},
+		{"removed by clusterctl move from the source", recording(&ours), moving, false},
+	} {
+		_, err := w.ValidateUpdate(ctx, tc.old, tc.new)
+		if tc.refused {
+			g.Expect(err).To(MatchError(ContainSubstring("metadata.annotations["+LoadBalancerAnnotation+"]")), tc.name)
+		} else {
+			g.Expect(err).NotTo(HaveOccurred(), tc.name)
+		}
+	}
+}

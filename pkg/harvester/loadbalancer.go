@@ -59,7 +59,7 @@ func BuildControlPlaneLoadBalancer(hc *infrav1.HarvesterCluster, g naming.Guest,
 	lb := &lbv1.LoadBalancer{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   hc.Spec.TargetNamespace,
-			Name:        g.LoadBalancerName(),
+			Name:        ControlPlaneLoadBalancerName(hc, g),
 			Labels:      g.Labels(),
 			Annotations: map[string]string{},
 			// Harvester's controller's own finalizer, from the start (see the constant).
@@ -203,6 +203,17 @@ func RecordedLoadBalancer(hc *infrav1.HarvesterCluster) string {
 	return hc.Status.LoadBalancer.Name
 }
 
+// ControlPlaneLoadBalancerName is the name of the cluster's control-plane load balancer: the one
+// recorded on the HarvesterCluster (the provider's own name for it, or the name of a load
+// balancer another provider made, which a take-over recorded: docs/migrating-from-caphv.md), else
+// the guest's. Either way it is the cluster's only while it carries the guest's labels.
+func ControlPlaneLoadBalancerName(hc *infrav1.HarvesterCluster, g naming.Guest) string {
+	if name := hc.Annotations[infrav1.LoadBalancerAnnotation]; name != "" {
+		return name
+	}
+	return g.LoadBalancerName()
+}
+
 // EnsureControlPlane makes the cluster's control-plane load balancer, unless the user set the
 // endpoint in the spec (an endpoint with no recorded load balancer), and reports its state. A
 // load balancer the cluster had that is gone from Harvester is made again under the same name,
@@ -292,7 +303,7 @@ func isPoolExhausted(msg string) bool { return strings.HasPrefix(msg, "no IP add
 // same name). gone tells whether none is left; deleted, whether this call asked for it.
 func (s *LoadBalancerService) DeleteControlPlane(ctx context.Context, hc *infrav1.HarvesterCluster, g naming.Guest) (gone, deleted bool, err error) {
 	lb := &lbv1.LoadBalancer{}
-	name := g.LoadBalancerName()
+	name := ControlPlaneLoadBalancerName(hc, g)
 	// Live: the cache would still show it a moment after its deletion was seen.
 	err = s.C.Get(ctx, client.ObjectKey{Namespace: hc.Spec.TargetNamespace, Name: name}, lb)
 	switch {

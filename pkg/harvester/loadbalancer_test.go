@@ -240,3 +240,60 @@ func TestControlPlaneLoadBalancerReferencesStayInTheTenantsScope(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(made).To(BeTrue())
 }
+
+// A recorded name other than the guest's (a load balancer another provider made, which a
+// take-over recorded and labelled as the guest's) is the cluster's load balancer: it is read,
+// kept as it is and deleted with the cluster; under that name, one without the guest's labels
+// is another's and is neither used nor deleted.
+func TestControlPlaneLoadBalancerUnderARecordedName(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	scheme, err := guestcloud.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	guest := naming.Guest{Namespace: "ns", Name: "prod", Mark: "0123456789abcdef"}
+	hc := &infrav1.HarvesterCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod", Annotations: map[string]string{infrav1.LoadBalancerAnnotation: "ns-prod-lb"}},
+		Spec: infrav1.HarvesterClusterSpec{TargetNamespace: "tenant", LoadBalancer: infrav1.LoadBalancerSpec{IPAM: infrav1.IPAMDHCP},
+			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "10.0.0.7", Port: 6443}},
+	}
+	g.Expect(ControlPlaneLoadBalancerName(hc, guest)).To(Equal("ns-prod-lb"))
+	g.Expect(ControlPlaneLoadBalancerName(&infrav1.HarvesterCluster{}, guest)).To(Equal(guest.LoadBalancerName()))
+
+	made := func(labels map[string]string) *lbv1.LoadBalancer {
+		return &lbv1.LoadBalancer{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "ns-prod-lb", Labels: labels},
+			Spec: lbv1.LoadBalancerSpec{WorkloadType: lbv1.VM, IPAM: lbv1.DHCP,
+				BackendServerSelector: map[string][]string{"harvestercluster/machinetype": {"controlplane-prod"}}},
+			Status: lbv1.LoadBalancerStatus{Address: "10.0.0.7"},
+		}
+	}
+	service := func(c client.Client) *LoadBalancerService {
+		return &LoadBalancerService{C: &transport.Client{Client: c, Cache: readerCache{Client: c}}}
+	}
+
+	adopted := fake.NewClientBuilder().WithScheme(scheme).WithObjects(made(guest.Labels())).Build()
+	st, err := service(adopted).EnsureControlPlane(ctx, hc, guest, "RKE2ControlPlane", time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(st.Ready).To(BeTrue())
+	g.Expect(st.Name).To(Equal("ns-prod-lb"))
+	g.Expect(st.Created).To(BeFalse())
+	lbs := &lbv1.LoadBalancerList{}
+	g.Expect(adopted.List(ctx, lbs)).To(Succeed())
+	g.Expect(lbs.Items).To(HaveLen(1), "no load balancer is made under the guest's own name")
+	g.Expect(lbs.Items[0].Spec.BackendServerSelector).To(HaveKey("harvestercluster/machinetype"), "the recorded one is kept as it is")
+	_, deleted, err := service(adopted).DeleteControlPlane(ctx, hc, guest)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(deleted).To(BeTrue())
+	g.Expect(apierrors.IsNotFound(adopted.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "ns-prod-lb"}, &lbv1.LoadBalancer{}))).To(BeTrue())
+
+	foreign := fake.NewClientBuilder().WithScheme(scheme).WithObjects(made(nil)).Build()
+	_, err = service(foreign).EnsureControlPlane(ctx, hc, guest, "RKE2ControlPlane", time.Now())
+	e, ok := transport.AsError(err)
+	g.Expect(ok).To(BeTrue(), "%v", err)
+	g.Expect(e.Reason).To(Equal(infrav1.NameTakenReason))
+	gone, deleted, err := service(foreign).DeleteControlPlane(ctx, hc, guest)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(gone).To(BeTrue())
+	g.Expect(deleted).To(BeFalse())
+	g.Expect(foreign.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "ns-prod-lb"}, &lbv1.LoadBalancer{})).To(Succeed(), "another's load balancer stays")
+}
