@@ -46,7 +46,7 @@ import (
 // VM again; other Harvester errors are transport errors.
 func (r *HarvesterMachineReconciler) reconcileResources(ctx context.Context, s *machineScope, vms vmService, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) error {
 	hm := s.hm
-	disksPending, disksGrown, refused, err := r.growDisks(ctx, hm, vms, vm.Namespace)
+	disksPending, disksGrown, refused, err := r.growDisks(ctx, hm, vms, vm)
 	if err != nil || refused {
 		return err
 	}
@@ -105,13 +105,14 @@ func (r *HarvesterMachineReconciler) reconcileResources(ctx context.Context, s *
 // webhook let grow in place) and says what is still missing (pending), whether any disk was or
 // is being grown, and whether a refusal was reported. Only image disks grow in place
 // (infrav1.InPlaceUpdate).
-func (r *HarvesterMachineReconciler) growDisks(ctx context.Context, hm *infrav1.HarvesterMachine, vms vmService, namespace string) (pending []string, grown, refused bool, err error) {
+func (r *HarvesterMachineReconciler) growDisks(ctx context.Context, hm *infrav1.HarvesterMachine, vms vmService, vm *kubevirtv1.VirtualMachine) (pending []string, grown, refused bool, err error) {
+	namespace := vm.Namespace
 	for i, d := range hm.Spec.Disks {
 		if d.Image == "" {
 			continue
 		}
 		name := hm.Spec.DiskName(i)
-		claim := build.ClaimName(hm, name)
+		claim := build.VolumeClaimOf(vm, hm, name)
 		pvc, err := vms.Volume(ctx, namespace, claim)
 		if err != nil {
 			return nil, false, false, err

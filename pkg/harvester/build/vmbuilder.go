@@ -114,6 +114,21 @@ func ClaimName(m *infrav1.HarvesterMachine, disk string) string {
 	return naming.BoundedName(fmt.Sprintf("%s-%s-%s", m.Name, disk, uid), 253)
 }
 
+// VolumeClaimOf is the volume claim behind a machine's disk: the claim the VM's volume of that
+// name uses, which is the one the VM was made with (a machine moved by clusterctl or taken over
+// from another provider has another UID, or another naming, than ClaimName derives), or
+// ClaimName when the VM has no such volume.
+func VolumeClaimOf(vm *kubevirtv1.VirtualMachine, m *infrav1.HarvesterMachine, disk string) string {
+	if vm != nil && vm.Spec.Template != nil {
+		for _, v := range vm.Spec.Template.Spec.Volumes {
+			if v.Name == disk && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName != "" {
+				return v.PersistentVolumeClaim.ClaimName
+			}
+		}
+	}
+	return ClaimName(m, disk)
+}
+
 // BuildVM returns the KubeVirt VirtualMachine of a machine, in Harvester's conventions.
 func BuildVM(input *VMInput) (*kubevirtv1.VirtualMachine, error) {
 	// The spec's defaults are the defaulting webhook's (HarvesterMachineSpec.Default), applied

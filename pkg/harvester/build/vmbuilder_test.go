@@ -337,3 +337,23 @@ func TestTheVMReadsBackAsTheSpecsSize(t *testing.T) {
 	g.Expect(*fromRaw.Spec.RunStrategy).To(BeEquivalentTo(infrav1.RunStrategyRerunOnFailure))
 	g.Expect(fromRaw.Spec.Template.Spec.Domain.Devices.HostDevices[0].Name).To(Equal("hostdevice-0"))
 }
+
+// A disk's volume is the one its VM was made with: the machine may have another UID since
+// (clusterctl move makes the object anew) or its VM another naming (a take-over from another
+// provider), so the claim is read from the VM, and derived only when the VM has no such volume.
+func TestADisksVolumeIsTheVMs(t *testing.T) {
+	g := NewWithT(t)
+	in := testInput()
+	vm, err := BuildVM(in)
+	g.Expect(err).NotTo(HaveOccurred())
+	moved := in.Machine.DeepCopy()
+	moved.UID = "5b7e1c2a-0000-4000-8000-000000000000"
+	g.Expect(ClaimName(moved, "disk-0")).NotTo(Equal("cp-abcde-disk-0-0f8fad5b"))
+	g.Expect(VolumeClaimOf(vm, moved, "disk-0")).To(Equal("cp-abcde-disk-0-0f8fad5b"))
+	g.Expect(VolumeClaimOf(vm, moved, "data")).To(Equal("cp-abcde-data-0f8fad5b"))
+
+	vm.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName = "cp-abcde-disk-0-qwe4r"
+	g.Expect(VolumeClaimOf(vm, moved, "disk-0")).To(Equal("cp-abcde-disk-0-qwe4r"))
+	g.Expect(VolumeClaimOf(vm, moved, "scratch")).To(Equal(ClaimName(moved, "scratch")), "a disk the VM does not have")
+	g.Expect(VolumeClaimOf(nil, moved, "disk-0")).To(Equal(ClaimName(moved, "disk-0")))
+}

@@ -20,6 +20,7 @@ import (
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
@@ -188,18 +189,42 @@ func slimVM(o *kubevirtv1.VirtualMachine) *kubevirtv1.VirtualMachine {
 		if mem := t.Spec.Domain.Memory; mem != nil {
 			template.Spec.Domain.Memory = &kubevirtv1.Memory{Guest: mem.Guest}
 		}
-		for _, v := range t.Spec.Volumes {
-			if v.Name == infrav1.CloudInitDiskName && v.CloudInitNoCloud != nil && v.CloudInitNoCloud.UserDataSecretRef != nil &&
-				len(v.CloudInitNoCloud.UserDataSecretRef.Name) <= maxKeptAnnotationValue {
-				template.Spec.Volumes = []kubevirtv1.Volume{{Name: v.Name, VolumeSource: kubevirtv1.VolumeSource{
-					CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{UserDataSecretRef: &corev1.LocalObjectReference{Name: v.CloudInitNoCloud.UserDataSecretRef.Name}},
-				}}}
-				break
-			}
-		}
+		template.Spec.Volumes = keptVMVolumes(t.Spec.Volumes)
 		vm.Spec.Template = template
 	}
 	return vm
+}
+
+// maxKeptClaimVolumes is how many volume claims of a VM the cache keeps: a machine's disks
+// (at most 16), which are the VM's first volumes.
+const maxKeptClaimVolumes = 16
+
+// keptVMVolumes are the volumes of a VM's template a machine reads: the cloud-init disk's Secret
+// (its adoption) and the claims of its disks (their growth; build.VolumeClaimOf), each by
+// name only. Volumes the guest's CSI driver hot-plugs, and names longer than the API allows a
+// machine's, are left out, so that a guest cannot grow what the cache holds.
+func keptVMVolumes(volumes []kubevirtv1.Volume) []kubevirtv1.Volume {
+	var kept []kubevirtv1.Volume
+	claims := 0
+	for _, v := range volumes {
+		switch {
+		case len(v.Name) > validation.DNS1123LabelMaxLength:
+		case v.Name == infrav1.CloudInitDiskName && v.CloudInitNoCloud != nil && v.CloudInitNoCloud.UserDataSecretRef != nil &&
+			len(v.CloudInitNoCloud.UserDataSecretRef.Name) <= maxKeptAnnotationValue:
+			kept = append(kept, kubevirtv1.Volume{Name: v.Name, VolumeSource: kubevirtv1.VolumeSource{
+				CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{UserDataSecretRef: &corev1.LocalObjectReference{Name: v.CloudInitNoCloud.UserDataSecretRef.Name}},
+			}})
+		case v.PersistentVolumeClaim != nil && !v.PersistentVolumeClaim.Hotpluggable && claims < maxKeptClaimVolumes &&
+			len(v.PersistentVolumeClaim.ClaimName) <= maxKeptAnnotationValue:
+			claims++
+			kept = append(kept, kubevirtv1.Volume{Name: v.Name, VolumeSource: kubevirtv1.VolumeSource{
+				PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+					PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.PersistentVolumeClaim.ClaimName},
+				},
+			}})
+		}
+	}
+	return kept
 }
 
 // keptVMIConditions are the VMI conditions a machine reads: vmiWaitReason (scheduling),

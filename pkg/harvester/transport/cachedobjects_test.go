@@ -176,7 +176,23 @@ func TestCachedObjectsKeepWhatTheProviderReads(t *testing.T) {
 	g.Expect(svm.Spec.Template.Spec.Domain.CPU.Sockets).To(Equal(vm.Spec.Template.Spec.Domain.CPU.Sockets))
 	g.Expect(svm.Spec.Template.Spec.Domain.Memory.Guest).To(Equal(vm.Spec.Template.Spec.Domain.Memory.Guest))
 	g.Expect(svm.Spec.Template.Spec.Volumes).To(ConsistOf(kubevirtv1.Volume{Name: infrav1.CloudInitDiskName, VolumeSource: kubevirtv1.VolumeSource{
-		CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{UserDataSecretRef: &corev1.LocalObjectReference{Name: "demo-cloudinit"}}}}))
+		CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{UserDataSecretRef: &corev1.LocalObjectReference{Name: "demo-cloudinit"}}}},
+		kubevirtv1.Volume{Name: "disk-0", VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: build.ClaimName(cachedMachine, "disk-0")}}}}))
+	g.Expect(build.VolumeClaimOf(svm, cachedMachine, "disk-0")).To(Equal(build.VolumeClaimOf(vm, cachedMachine, "disk-0")))
+	// A guest's CSI driver hot-plugs its volumes into the VM: the cache keeps none of them, and no
+	// more claims than a machine has disks.
+	plugged := vm.DeepCopy()
+	for i := range 40 {
+		plugged.Spec.Template.Spec.Volumes = append(plugged.Spec.Template.Spec.Volumes, kubevirtv1.Volume{Name: fmt.Sprintf("pvc-%d", i),
+			VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{Hotpluggable: i%2 == 0,
+				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: fmt.Sprintf("pvc-%d", i)}}}})
+	}
+	kept := slim(g, slimCached, plugged).Spec.Template.Spec.Volumes
+	g.Expect(kept).To(HaveLen(1 + 16))
+	for _, v := range kept {
+		g.Expect(v.PersistentVolumeClaim == nil || !v.PersistentVolumeClaim.Hotpluggable).To(BeTrue(), v.Name)
+	}
 	g.Expect(svm.Status.PrintableStatus).To(Equal(vm.Status.PrintableStatus))
 	g.Expect(svm.Status.Conditions).To(Equal([]kubevirtv1.VirtualMachineCondition{{Type: kubevirtv1.VirtualMachineRestartRequired,
 		Status: corev1.ConditionTrue, Message: "a non-live-updatable field was changed"}}))
