@@ -191,8 +191,9 @@ type MachineTPM struct {
 
 // MachineStatus is what a take-over reads of CAPHV's HarvesterMachine status.
 type MachineStatus struct {
-	Ready     bool                       `json:"ready,omitempty"`
-	Addresses []clusterv1.MachineAddress `json:"addresses,omitempty"`
+	Ready      bool                       `json:"ready,omitempty"`
+	Addresses  []clusterv1.MachineAddress `json:"addresses,omitempty"`
+	Conditions []metav1.Condition         `json:"conditions,omitempty"`
 }
 
 // LoadBalancerName is the name CAPHV gives a cluster's control-plane load balancer (and its

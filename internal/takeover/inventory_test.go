@@ -24,12 +24,18 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
 
 // caphvObject is a CAPHV object as the apiserver serves it, made from our reading of it.
@@ -51,8 +57,10 @@ func caphvObject(t *testing.T, kind string, obj any) *unstructured.Unstructured 
 // worker, each with its Node, and the worker's template.
 func managementWithCAPHV(t *testing.T, change func(objs map[string]client.Object)) client.Client {
 	scheme := runtime.NewScheme()
-	if err := clusterv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
+	for _, add := range []func(*runtime.Scheme) error{clusterv1.AddToScheme, clientgoscheme.AddToScheme, infrav1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, k := range []string{"HarvesterCluster", "HarvesterMachine", "HarvesterMachineTemplate", "HarvesterClusterTemplate"} {
 		gv := ClusterGVK.GroupVersion()
@@ -60,10 +68,14 @@ func managementWithCAPHV(t *testing.T, change func(objs map[string]client.Object
 		scheme.AddKnownTypeWithName(gv.WithKind(k+"List"), &unstructured.UnstructuredList{})
 	}
 	hc := caphvCluster()
+	hc.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "prod", UID: "cluster-uid"}}
+	hc.Finalizers = []string{"harvester.infrastructure.cluster.x-k8s.io/finalizer", "example.com/keep"}
 	objs := map[string]client.Object{
 		"cluster": &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "prod"},
 			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: ClusterGVK.Group, Kind: "HarvesterCluster", Name: "prod"}}},
-		"hc": caphvObject(t, "HarvesterCluster", hc),
+		"hc":      caphvObject(t, "HarvesterCluster", hc),
+		"webhook": &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: WebhookConfiguration}},
+		"manager": &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ManagerNamespace, Name: ManagerDeployment}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}},
 		"template": caphvObject(t, "HarvesterMachineTemplate", func() *MachineTemplate {
 			tmpl := &MachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "prod-workers"}}
 			tmpl.Spec.Template.Spec = *caphvMachineSpec()
@@ -79,6 +91,8 @@ func managementWithCAPHV(t *testing.T, change func(objs map[string]client.Object
 		hm := &Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: "prod"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: name, UID: "machine-uid"}}},
 			Spec: *caphvMachineSpec()}
+		hm.Finalizers = []string{"harvestermachine.infrastructure.cluster.x-k8s.io"}
+		hm.Annotations = map[string]string{clusterv1.TemplateClonedFromNameAnnotation: "prod-workers"}
 		objs["machine/"+name], objs["hm/"+name] = m, caphvObject(t, "HarvesterMachine", hm)
 	}
 	if change != nil {

@@ -1,0 +1,221 @@
+/*
+Copyright 2026 The cluster-api-provider-harvester Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package takeover
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+// What CAPHV v0.10's release installs that keeps its objects from changing once it is stopped.
+const (
+	WebhookConfiguration = "caphv-validating-webhook-configuration"
+	ManagerNamespace     = "caphv-system"
+	ManagerDeployment    = "caphv-controller-manager"
+)
+
+// Pause pauses every Cluster on CAPHV (spec.paused), so that neither Cluster API nor CAPHV acts
+// on them while they change hands; Unpause undoes it. Both leave a Cluster as it is when it is
+// already so.
+func Pause(ctx context.Context, c client.Client, inv *Inventory) error {
+	return setPaused(ctx, c, inv, true)
+}
+
+// Unpause lets Cluster API and this provider act on the clusters again.
+func Unpause(ctx context.Context, c client.Client, inv *Inventory) error {
+	return setPaused(ctx, c, inv, false)
+}
+
+func setPaused(ctx context.Context, c client.Client, inv *Inventory, paused bool) error {
+	for _, hc := range inv.Clusters {
+		cluster := inv.OwnerCluster(&hc)
+		if cluster == nil || ptrBool(cluster.Spec.Paused) == paused {
+			continue
+		}
+		patch := client.MergeFrom(cluster.DeepCopy())
+		cluster.Spec.Paused = &paused
+		if err := c.Patch(ctx, cluster, patch); err != nil {
+			return fmt.Errorf("setting Cluster %s paused to %t: %w", key(cluster), paused, err)
+		}
+	}
+	return nil
+}
+
+func ptrBool(b *bool) bool { return b != nil && *b }
+
+// Unpaused lists CAPHV's objects that do not say Paused yet: CAPHV still acts on them.
+func (inv *Inventory) Unpaused() []string {
+	var out []string
+	for _, hc := range inv.Clusters {
+		if !isTrue(hc.Status.Conditions, clusterv1.PausedCondition) {
+			out = append(out, "HarvesterCluster "+key(&hc))
+		}
+	}
+	for _, hm := range inv.Machines {
+		if !isTrue(hm.Status.Conditions, clusterv1.PausedCondition) {
+			out = append(out, "HarvesterMachine "+key(&hm))
+		}
+	}
+	return out
+}
+
+func isTrue(conditions []metav1.Condition, t string) bool {
+	for _, c := range conditions {
+		if c.Type == t {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Release stops CAPHV from holding its objects: its validating webhook (which fails closed, so
+// that no finalizer could be removed once its manager is gone) is deleted, its manager scaled to
+// zero, and its finalizers removed from every object, which its CRDs' deletion then takes with
+// them. Run again, it finds nothing left to do.
+func Release(ctx context.Context, c client.Client) error {
+	hook := &unstructured.Unstructured{}
+	hook.SetGroupVersionKind(schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"})
+	hook.SetName(WebhookConfiguration)
+	if err := c.Delete(ctx, hook); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting CAPHV's webhook configuration %s: %w", WebhookConfiguration, err)
+	}
+	deploy := &unstructured.Unstructured{}
+	deploy.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"})
+	deploy.SetNamespace(ManagerNamespace)
+	deploy.SetName(ManagerDeployment)
+	err := c.Patch(ctx, deploy, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`)))
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("scaling CAPHV's manager %s/%s to zero: %w", ManagerNamespace, ManagerDeployment, err)
+	}
+	for _, gvk := range []schema.GroupVersionKind{ClusterGVK, MachineGVK, MachineTemplateGVK, ClusterTemplateGVK} {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := c.List(ctx, list); err != nil {
+			return fmt.Errorf("listing CAPHV's %s: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			kept := slices.DeleteFunc(slices.Clone(o.GetFinalizers()), func(f string) bool { return slices.Contains(Finalizers, f) })
+			if len(kept) == len(o.GetFinalizers()) {
+				continue
+			}
+			patch := client.MergeFromWithOptions(o.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			o.SetFinalizers(kept)
+			if err := c.Patch(ctx, o, patch); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("removing CAPHV's finalizers from %s %s: %w", gvk.Kind, key(o), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Translated is this provider's objects for an inventory, to create once CAPHV's CRDs are
+// replaced by this provider's.
+type Translated struct {
+	Clusters         []*infrav1.HarvesterCluster
+	Machines         []*infrav1.HarvesterMachine
+	MachineTemplates []*infrav1.HarvesterMachineTemplate
+}
+
+// Translate makes this provider's objects of every CAPHV object in the inventory, given the
+// disks and NICs of each machine's VM (by namespace/name; ReadVM). It refuses as Check does,
+// and also a machine whose VM was not read.
+func (inv *Inventory) Translate(vms map[string]*MachineVM) (*Translated, []Refusal) {
+	out := &Translated{}
+	var refused []Refusal
+	for _, hc := range inv.Clusters {
+		t, r := TranslateCluster(&hc)
+		refused = append(refused, r...)
+		if t != nil {
+			t.OwnerReferences = hc.OwnerReferences
+			out.Clusters = append(out.Clusters, t)
+		}
+	}
+	for _, hm := range inv.Machines {
+		object := "HarvesterMachine " + key(&hm)
+		vm, ok := vms[key(&hm)]
+		hc := inv.clusterOf(&hm)
+		if !ok || hc == nil {
+			refused = append(refused, Refusal{Object: object, Reason: "its VM was not read", Fix: "run the take-over again"})
+			continue
+		}
+		spec, r := TranslateMachineSpec(object, hc.Spec.TargetNamespace, &hm.Spec, vm)
+		refused = append(refused, r...)
+		if spec != nil {
+			out.Machines = append(out.Machines, &infrav1.HarvesterMachine{ObjectMeta: carried(&hm.ObjectMeta), Spec: *spec})
+		}
+	}
+	for _, t := range inv.MachineTemplates {
+		// The template's machines are made in the target namespace of the cluster that uses
+		// it; CAPHV's unqualified network names are read there too.
+		target := ""
+		for _, hc := range inv.Clusters {
+			if hc.Namespace == t.Namespace {
+				target = hc.Spec.TargetNamespace
+			}
+		}
+		spec, r := TranslateMachineSpec("HarvesterMachineTemplate "+key(&t), target, &t.Spec.Template.Spec, nil)
+		refused = append(refused, r...)
+		if spec != nil {
+			spec.ProviderID = ""
+			out.MachineTemplates = append(out.MachineTemplates, &infrav1.HarvesterMachineTemplate{ObjectMeta: carried(&t.ObjectMeta),
+				Spec: infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{ObjectMeta: t.Spec.Template.ObjectMeta, Spec: *spec}}})
+		}
+	}
+	return out, refused
+}
+
+// carried is the metadata a translated object keeps: namespace, name, labels, annotations
+// (Cluster API's cloned-from records among them) and owners (the Cluster and Machines stay, so
+// their UIDs hold).
+func carried(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, Labels: copyMap(m.Labels), Annotations: copyMap(m.Annotations), OwnerReferences: m.OwnerReferences}
+}
+
+// Create creates the translated objects; one that exists already (a run resumed) is left as it
+// is.
+func Create(ctx context.Context, c client.Client, t *Translated) error {
+	var objs []client.Object
+	for _, o := range t.MachineTemplates {
+		objs = append(objs, o)
+	}
+	for _, o := range t.Clusters {
+		objs = append(objs, o)
+	}
+	for _, o := range t.Machines {
+		objs = append(objs, o)
+	}
+	for _, o := range objs {
+		o = o.DeepCopyObject().(client.Object)
+		o.SetResourceVersion("")
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %T %s: %w", o, key(o), err)
+		}
+	}
+	return nil
+}

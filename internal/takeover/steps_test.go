@@ -1,0 +1,117 @@
+/*
+Copyright 2026 The cluster-api-provider-harvester Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package takeover
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+)
+
+// Pausing pauses each Cluster on CAPHV once; the inventory says which CAPHV objects do not say
+// Paused yet; unpausing undoes it.
+func TestPauseAndUnpause(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := managementWithCAPHV(t, nil)
+	inv, err := Read(ctx, c)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(inv.Unpaused()).To(ConsistOf("HarvesterCluster default/prod", "HarvesterMachine default/prod-cp-x2kqz", "HarvesterMachine default/prod-workers-7c9f8-p4r7m"))
+	for range 2 {
+		g.Expect(Pause(ctx, c, inv)).To(Succeed())
+	}
+	cluster := &clusterv1.Cluster{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "prod"}, cluster)).To(Succeed())
+	g.Expect(*cluster.Spec.Paused).To(BeTrue())
+	inv, err = Read(ctx, c)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(Unpause(ctx, c, inv)).To(Succeed())
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "prod"}, cluster)).To(Succeed())
+	g.Expect(*cluster.Spec.Paused).To(BeFalse())
+}
+
+// Releasing CAPHV deletes its fail-closed webhook, scales its manager to zero and removes its
+// finalizers (current and legacy), keeping others'; run again, it succeeds with nothing to do,
+// also once CAPHV's installation is gone.
+func TestReleaseLetsGoOfCAPHVsObjects(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := managementWithCAPHV(t, nil)
+	for range 2 {
+		g.Expect(Release(ctx, c)).To(Succeed())
+	}
+	g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &admissionregistrationv1.ValidatingWebhookConfiguration{}))).To(BeTrue())
+	deploy := &appsv1.Deployment{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ManagerNamespace, Name: ManagerDeployment}, deploy)).To(Succeed())
+	g.Expect(*deploy.Spec.Replicas).To(BeZero())
+	for kind, name := range map[string]string{"HarvesterCluster": "prod", "HarvesterMachine": "prod-cp-x2kqz"} {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(ClusterGVK.GroupVersion().WithKind(kind))
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, u)).To(Succeed())
+		g.Expect(u.GetFinalizers()).NotTo(ContainElements(Finalizers), kind)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(ClusterGVK)
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "prod"}, u)).To(Succeed())
+	g.Expect(u.GetFinalizers()).To(Equal([]string{"example.com/keep"}))
+
+	g.Expect(c.Delete(ctx, deploy)).To(Succeed())
+	g.Expect(Release(ctx, c)).To(Succeed())
+}
+
+// The translated objects keep what Cluster API relies on (names, owners, labels, the template a
+// machine was cloned from) and are created once: a resumed run leaves them as they are.
+func TestTranslatedObjectsAreCreatedOnce(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := managementWithCAPHV(t, nil)
+	inv, err := Read(ctx, c)
+	g.Expect(err).NotTo(HaveOccurred())
+	shape := &MachineVM{Disks: []string{"disk-0", "disk-1"}, NICs: []string{"nic-1", "nic-2"}}
+	_, refused := inv.Translate(map[string]*MachineVM{"default/prod-cp-x2kqz": shape})
+	g.Expect(refused).To(ConsistOf(HaveField("Object", "HarvesterMachine default/prod-workers-7c9f8-p4r7m")), "a machine whose VM was not read")
+
+	translated, refused := inv.Translate(map[string]*MachineVM{"default/prod-cp-x2kqz": shape, "default/prod-workers-7c9f8-p4r7m": shape})
+	g.Expect(refused).To(BeEmpty())
+	for range 2 {
+		g.Expect(Create(ctx, c, translated)).To(Succeed())
+	}
+	hc := &infrav1.HarvesterCluster{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "prod"}, hc)).To(Succeed())
+	g.Expect(hc.OwnerReferences).To(ConsistOf(HaveField("Kind", "Cluster")))
+	g.Expect(hc.Annotations).To(HaveKeyWithValue(infrav1.LoadBalancerAnnotation, "default-prod-lb"))
+	hm := &infrav1.HarvesterMachine{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "prod-cp-x2kqz"}, hm)).To(Succeed())
+	g.Expect(hm.OwnerReferences).To(ConsistOf(HaveField("Kind", "Machine")))
+	g.Expect(hm.Labels).To(HaveKeyWithValue(clusterv1.ClusterNameLabel, "prod"))
+	g.Expect(hm.Annotations).To(HaveKeyWithValue(clusterv1.TemplateClonedFromNameAnnotation, "prod-workers"))
+	g.Expect(hm.Spec.ProviderID).To(Equal("harvester://0b7e0c4e-1111-4222-8333-444455556666"))
+	g.Expect(hm.Finalizers).To(BeEmpty(), "the provider adds its own when it first reconciles")
+	tmpl := &infrav1.HarvesterMachineTemplate{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "prod-workers"}, tmpl)).To(Succeed())
+	g.Expect(tmpl.Spec.Template.Spec.ProviderID).To(BeEmpty())
+	g.Expect(tmpl.Spec.Template.Spec.Networks[1].NetworkName).To(Equal("guests/vlan20"))
+}
