@@ -25,6 +25,7 @@ import (
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,14 +99,27 @@ func AdoptMachine(ctx context.Context, h client.Client, g naming.Guest, vm *kube
 	labels := machineLabels(g, m)
 	annotations := map[string]string{naming.AnnotationMachine: m.Name}
 
-	patched := vm.DeepCopy()
-	patched.Labels = merged(patched.Labels, labels)
-	patched.Annotations = merged(patched.Annotations, annotations)
-	if t := patched.Spec.Template; t != nil {
-		t.ObjectMeta.Labels = merged(t.ObjectMeta.Labels, labels)
-		t.ObjectMeta.Annotations = merged(t.ObjectMeta.Annotations, annotations)
-	}
-	if err := h.Patch(ctx, patched, client.MergeFromWithOptions(vm, client.MergeFromWithOptimisticLock{})); err != nil {
+	// KubeVirt writes the VM's status all the time: read it again on a conflict, and stop if it
+	// is another VM than the one read (deleted and made again meanwhile).
+	uid := vm.UID
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		current := &kubevirtv1.VirtualMachine{}
+		if err := h.Get(ctx, client.ObjectKeyFromObject(vm), current); err != nil {
+			return err
+		}
+		if current.UID != uid {
+			return fmt.Errorf("VM %s/%s was made again (UID %s, was %s)", vm.Namespace, vm.Name, current.UID, uid)
+		}
+		patched := current.DeepCopy()
+		patched.Labels = merged(patched.Labels, labels)
+		patched.Annotations = merged(patched.Annotations, annotations)
+		if t := patched.Spec.Template; t != nil {
+			t.ObjectMeta.Labels = merged(t.ObjectMeta.Labels, labels)
+			t.ObjectMeta.Annotations = merged(t.ObjectMeta.Annotations, annotations)
+		}
+		return h.Patch(ctx, patched, client.MergeFromWithOptions(current, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
 		return fmt.Errorf("labelling VM %s/%s: %w", vm.Namespace, vm.Name, err)
 	}
 
@@ -154,17 +168,21 @@ func AdoptMachine(ctx context.Context, h client.Client, g naming.Guest, vm *kube
 // after AdoptMachine for each), so that the control-plane machines this provider makes become
 // its backends. Its address, listeners and health check stay.
 func AdoptLoadBalancer(ctx context.Context, h client.Client, g naming.Guest, targetNamespace, name string) error {
-	lb := &lbv1.LoadBalancer{}
-	if err := h.Get(ctx, client.ObjectKey{Namespace: targetNamespace, Name: name}, lb); err != nil {
-		return fmt.Errorf("reading load balancer %s/%s: %w", targetNamespace, name, err)
-	}
-	patched := lb.DeepCopy()
-	patched.Labels = merged(patched.Labels, g.Labels())
-	patched.Spec.BackendServerSelector = map[string][]string{
-		naming.LabelCluster: {g.ID()},
-		naming.LabelRole:    {naming.RoleControlPlane},
-	}
-	if err := h.Patch(ctx, patched, client.MergeFromWithOptions(lb, client.MergeFromWithOptimisticLock{})); err != nil {
+	// Harvester's controller writes the load balancer's status: read it again on a conflict.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		lb := &lbv1.LoadBalancer{}
+		if err := h.Get(ctx, client.ObjectKey{Namespace: targetNamespace, Name: name}, lb); err != nil {
+			return err
+		}
+		patched := lb.DeepCopy()
+		patched.Labels = merged(patched.Labels, g.Labels())
+		patched.Spec.BackendServerSelector = map[string][]string{
+			naming.LabelCluster: {g.ID()},
+			naming.LabelRole:    {naming.RoleControlPlane},
+		}
+		return h.Patch(ctx, patched, client.MergeFromWithOptions(lb, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
 		return fmt.Errorf("adopting load balancer %s/%s: %w", targetNamespace, name, err)
 	}
 	return nil
