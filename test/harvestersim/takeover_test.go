@@ -39,8 +39,10 @@ func TestKubeVirtTakesATakeOversLabelsWithoutARestart(t *testing.T) {
 	g := NewWithT(t)
 	v := harvestersim.SampleVM(ns, "caphv-made", "caphv-made-cloud-init")
 	g.Expect(sim.Client().Create(ctx, v)).To(Succeed())
+	defer deleteVM(t, v.Name)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "caphv-made-cloud-init"}}
 	g.Expect(sim.Client().Create(ctx, secret)).To(Succeed())
+	defer func() { g.Expect(client.IgnoreNotFound(sim.Client().Delete(ctx, secret))).To(Succeed()) }()
 	key := client.ObjectKeyFromObject(v)
 	running := &kubevirtv1.VirtualMachineInstance{}
 	g.Eventually(func(g Gomega) {
@@ -74,6 +76,4 @@ func TestKubeVirtTakesATakeOversLabelsWithoutARestart(t *testing.T) {
 	g.Consistently(stays, 10*time.Second, 500*time.Millisecond).Should(Succeed())
 	g.Expect(sim.Client().Get(ctx, client.ObjectKeyFromObject(secret), secret)).To(Succeed())
 	g.Expect(guest.Owns(secret)).To(BeTrue())
-
-	g.Expect(sim.Client().Delete(ctx, v)).To(Succeed())
 }
