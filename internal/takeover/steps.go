@@ -19,6 +19,7 @@ package takeover
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -194,7 +195,7 @@ func (inv *Inventory) Translate(vms map[string]*MachineVM) (*Translated, []Refus
 // (Cluster API's cloned-from records among them) and owners (the Cluster and Machines stay, so
 // their UIDs hold).
 func carried(m *metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, Labels: copyMap(m.Labels), Annotations: copyMap(m.Annotations), OwnerReferences: m.OwnerReferences}
+	return metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, Labels: maps.Clone(m.Labels), Annotations: maps.Clone(m.Annotations), OwnerReferences: m.OwnerReferences}
 }
 
 // Create creates the translated objects; one that exists already (a run resumed) is left as it

@@ -18,6 +18,7 @@ package takeover
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,7 +110,7 @@ func TranslateCluster(in *Cluster) (*infrav1.HarvesterCluster, []Refusal) {
 	}
 	out := &infrav1.HarvesterCluster{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: in.Namespace, Name: in.Name, Labels: copyMap(in.Labels),
+			Namespace: in.Namespace, Name: in.Name, Labels: maps.Clone(in.Labels),
 			Annotations: map[string]string{
 				infrav1.OwnerMarkAnnotation:    naming.NewOwnerMark(in.UID),
 				infrav1.LoadBalancerAnnotation: lb,
@@ -222,13 +223,3 @@ func hasCondition(conditions []metav1.Condition, t string) bool {
 	return false
 }
 
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}

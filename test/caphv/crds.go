@@ -22,6 +22,9 @@ limitations under the License.
 package caphv
 
 import (
+	"maps"
+	"strings"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -65,15 +68,12 @@ func CRDs() []*apiextensionsv1.CustomResourceDefinition {
 		if k.status {
 			sub = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
 		}
-		labels := map[string]string{}
-		for key, v := range contractLabels {
-			labels[key] = v
-		}
+		labels := maps.Clone(contractLabels)
 		out = append(out, &apiextensionsv1.CustomResourceDefinition{
 			ObjectMeta: metav1.ObjectMeta{Name: k.plural + "." + Group, Labels: labels},
 			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 				Group: Group,
-				Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: k.kind, ListKind: k.kind + "List", Plural: k.plural, Singular: lower(k.kind)},
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: k.kind, ListKind: k.kind + "List", Plural: k.plural, Singular: strings.ToLower(k.kind)},
 				Scope: apiextensionsv1.NamespaceScoped,
 				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
 					{Name: "v1alpha1", Served: true, Storage: false, Schema: schema, Subresources: sub},
@@ -83,14 +83,4 @@ func CRDs() []*apiextensionsv1.CustomResourceDefinition {
 		})
 	}
 	return out
-}
-
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
