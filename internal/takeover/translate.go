@@ -222,4 +222,3 @@ func hasCondition(conditions []metav1.Condition, t string) bool {
 	}
 	return false
 }
-
