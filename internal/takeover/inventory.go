@@ -122,8 +122,7 @@ func (inv *Inventory) Check() []Refusal {
 		out = append(out, inv.checkMachine(&inv.Machines[i])...)
 	}
 	for i := range inv.MachineTemplates {
-		t := &inv.MachineTemplates[i]
-		_, refused := TranslateMachineSpec("HarvesterMachineTemplate "+key(t), "", &t.Spec.Template.Spec, nil)
+		_, refused := inv.translateTemplate(&inv.MachineTemplates[i])
 		out = append(out, refused...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Object < out[j].Object })

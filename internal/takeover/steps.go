@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -171,24 +172,47 @@ func (inv *Inventory) Translate(vms map[string]*MachineVM) (*Translated, []Refus
 			out.Machines = append(out.Machines, &infrav1.HarvesterMachine{ObjectMeta: carried(&hm.ObjectMeta), Spec: *spec})
 		}
 	}
-	for _, t := range inv.MachineTemplates {
-		// The template's machines are made in the target namespace of the cluster that uses
-		// it; CAPHV's unqualified network names are read there too.
-		target := ""
-		for _, hc := range inv.Clusters {
-			if hc.Namespace == t.Namespace {
-				target = hc.Spec.TargetNamespace
-			}
-		}
-		spec, r := TranslateMachineSpec("HarvesterMachineTemplate "+key(&t), target, &t.Spec.Template.Spec, nil)
+	for i := range inv.MachineTemplates {
+		t, r := inv.translateTemplate(&inv.MachineTemplates[i])
 		refused = append(refused, r...)
-		if spec != nil {
-			spec.ProviderID = ""
-			out.MachineTemplates = append(out.MachineTemplates, &infrav1.HarvesterMachineTemplate{ObjectMeta: carried(&t.ObjectMeta),
-				Spec: infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{ObjectMeta: t.Spec.Template.ObjectMeta, Spec: *spec}}})
+		if t != nil {
+			out.MachineTemplates = append(out.MachineTemplates, t)
 		}
 	}
 	return out, refused
+}
+
+// translateTemplate makes this provider's HarvesterMachineTemplate of CAPHV's. Its machines are
+// made in the target namespace of the cluster that uses it, where CAPHV's unqualified network
+// names are read: such a name is refused unless every cluster of the template's namespace has
+// the same target namespace.
+func (inv *Inventory) translateTemplate(t *MachineTemplate) (*infrav1.HarvesterMachineTemplate, []Refusal) {
+	object := "HarvesterMachineTemplate " + key(t)
+	targets := map[string]bool{}
+	for _, hc := range inv.Clusters {
+		if hc.Namespace == t.Namespace {
+			targets[hc.Spec.TargetNamespace] = true
+		}
+	}
+	target := ""
+	for _, n := range t.Spec.Template.Spec.Networks {
+		if strings.Contains(n, "/") {
+			continue
+		}
+		if len(targets) != 1 {
+			return nil, []Refusal{{Object: object, Field: "spec.template.spec.networks", Reason: fmt.Sprintf(
+				"network %q has no namespace, and the clusters of namespace %s put their VMs in %d Harvester namespaces", n, t.Namespace, len(targets)),
+				Fix: "write it as namespace/name on CAPHV first"}}
+		}
+		target = slices.Collect(maps.Keys(targets))[0]
+	}
+	spec, refused := TranslateMachineSpec(object, target, &t.Spec.Template.Spec, nil)
+	if spec == nil {
+		return nil, refused
+	}
+	spec.ProviderID = ""
+	return &infrav1.HarvesterMachineTemplate{ObjectMeta: carried(&t.ObjectMeta),
+		Spec: infrav1.HarvesterMachineTemplateSpec{Template: infrav1.HarvesterMachineTemplateResource{ObjectMeta: t.Spec.Template.ObjectMeta, Spec: *spec}}}, nil
 }
 
 // carried is the metadata a translated object keeps: namespace, name, labels, annotations

@@ -115,3 +115,18 @@ func TestTranslatedObjectsAreCreatedOnce(t *testing.T) {
 	g.Expect(tmpl.Spec.Template.Spec.ProviderID).To(BeEmpty())
 	g.Expect(tmpl.Spec.Template.Spec.Networks[1].NetworkName).To(Equal("guests/vlan20"))
 }
+
+// A template's unqualified network is read in the target namespace of the clusters that use it:
+// refused when the clusters of its namespace put their VMs in different ones.
+func TestATemplatesBareNetworkNeedsOneTargetNamespace(t *testing.T) {
+	g := NewWithT(t)
+	c := managementWithCAPHV(t, func(objs map[string]client.Object) {
+		other := caphvCluster()
+		other.Name, other.UID, other.Spec.TargetNamespace = "staging", "other-uid", "staging-guests"
+		objs["other"] = caphvObject(t, "HarvesterCluster", other)
+	})
+	inv, err := Read(context.Background(), c)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(inv.Check()).To(ContainElement(And(HaveField("Object", "HarvesterMachineTemplate default/prod-workers"),
+		HaveField("Field", "spec.template.spec.networks"), HaveField("Reason", ContainSubstring(`"vlan20"`)))))
+}
