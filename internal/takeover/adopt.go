@@ -25,11 +25,13 @@ import (
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 )
 
@@ -75,21 +77,14 @@ func ReadVM(ctx context.Context, h client.Reader, targetNamespace string, m *Ado
 }
 
 // machineLabels are the labels this provider's VM of the machine carries (and its VMI, volumes
-// and cloud-init Secret), as pkg/harvester/build makes them.
+// and cloud-init Secret): the builder's own.
 func machineLabels(g naming.Guest, m *AdoptedMachine) map[string]string {
-	labels := g.Labels()
-	labels[naming.LabelMachine] = naming.MachineLabelValue(m.Name)
-	labels[naming.LabelMachineNamespace] = m.Namespace
-	labels[naming.LabelRole] = naming.RoleWorker
+	role := naming.RoleWorker
 	if m.ControlPlane {
-		labels[naming.LabelRole] = naming.RoleControlPlane
+		role = naming.RoleControlPlane
 	}
-	for _, k := range []string{"cluster.x-k8s.io/deployment-name", "cluster.x-k8s.io/control-plane-name"} {
-		if v, ok := m.Labels[k]; ok {
-			labels[k] = v
-		}
-	}
-	return labels
+	return build.MachineLabels(&build.VMInput{Guest: g, Role: role, Machine: &infrav1.HarvesterMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, Labels: m.Labels}}})
 }
 
 // AdoptMachine labels a machine's VM, its running instance, its volumes and its cloud-init

@@ -47,7 +47,7 @@ func TestImportsGoOneWay(t *testing.T) {
 		"templates/addons":      nil,
 		"internal/release":      {"templates"},
 		"internal/webhookguard": nil,
-		"internal/takeover":     {"api/v1alpha1", "pkg/harvester/naming"},
+		"internal/takeover":     {"api/v1alpha1", "pkg/harvester/naming", "pkg/harvester/build"},
 		"":                      {"api/v1alpha1", "controllers", "internal/webhookguard", "pkg/guestcloud", "pkg/harvester", "pkg/harvester/transport"},
 	}
 	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
