@@ -112,10 +112,13 @@ func newTestClusterWith(kubeconfig []byte, namespace, name string, sharedTarget 
 	}
 	Expect(mgmt().Create(ctx, tc.Cluster)).To(Succeed())
 
-	Eventually(func(g Gomega) {
+	// Bounded by progress: the suite's first clusters are made while the bed and the package
+	// tests still load the machine, and a first connection to Harvester and a first load
+	// balancer then took more than two minutes (CI, the RBAC spec first in its shard).
+	waitProgressing("the cluster's infrastructure provisioned", tc.state, func(g Gomega) {
 		g.Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.Cluster), tc.Cluster)).To(Succeed())
 		g.Expect(tc.Cluster.Status.Initialization.InfrastructureProvisioned).To(Equal(ptr.To(true)))
-	}).Should(Succeed())
+	})
 	Expect(mgmt().Get(ctx, client.ObjectKeyFromObject(tc.HarvesterCluster), tc.HarvesterCluster)).To(Succeed())
 
 	tc.Bootstrap = &corev1.Secret{
