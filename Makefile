@@ -100,6 +100,10 @@ build: ## Build the manager into bin/manager.
 build-ccm: ## Build the guest's cloud controller manager into bin/harvester-cloud-controller-manager.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/harvester-cloud-controller-manager ./cloudprovider/cmd/harvester-cloud-controller-manager
 
+.PHONY: caphv-takeover
+caphv-takeover: ## Build the command that takes clusters over from the community provider into bin/caphv-takeover (docs/migrating-from-caphv.md).
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/caphv-takeover ./cmd/caphv-takeover
+
 .PHONY: release-manifests
 release-manifests: ## Write the release assets clusterctl reads (metadata, components, templates) into out/, for IMG and CCM_IMG.
 	$(GO) run ./hack/release -out $(ROOT)/out -image $(IMG) -ccm-image $(CCM_IMG)

@@ -47,7 +47,10 @@ type Inventory struct {
 // Read lists CAPHV's objects (in their storage version, which needs no conversion webhook) and
 // the Clusters and Machines that own them.
 func Read(ctx context.Context, c client.Reader) (*Inventory, error) {
-	inv := &Inventory{CAPIClusters: map[string]*clusterv1.Cluster{}, CAPIMachines: map[string]*clusterv1.Machine{}}
+	inv, err := readCAPI(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	if err := list(ctx, c, ClusterGVK, &inv.Clusters); err != nil {
 		return nil, err
 	}
@@ -66,6 +69,13 @@ func Read(ctx context.Context, c client.Reader) (*Inventory, error) {
 	for _, t := range clusterTemplates {
 		inv.ClusterTemplates = append(inv.ClusterTemplates, t.ObjectMeta)
 	}
+	return inv, nil
+}
+
+// readCAPI is an inventory of the Clusters and Machines of the management cluster, which use
+// CAPHV's objects.
+func readCAPI(ctx context.Context, c client.Reader) (*Inventory, error) {
+	inv := &Inventory{CAPIClusters: map[string]*clusterv1.Cluster{}, CAPIMachines: map[string]*clusterv1.Machine{}}
 	clusters := &clusterv1.ClusterList{}
 	if err := c.List(ctx, clusters); err != nil {
 		return nil, fmt.Errorf("listing Clusters: %w", err)
@@ -94,12 +104,18 @@ func list(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, out
 	for _, item := range u.Items {
 		items = append(items, item.Object)
 	}
+	return decode(gvk.Kind, items, out)
+}
+
+// decode reads objects of a CAPHV kind, as the API server or an export gives them, into out (a
+// pointer to a slice of its type).
+func decode(kind string, items []map[string]any, out any) error {
 	raw, err := json.Marshal(items)
 	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("reading CAPHV's %s: %w", gvk.Kind, err)
+		return fmt.Errorf("reading CAPHV's %s: %w", kind, err)
 	}
 	return nil
 }

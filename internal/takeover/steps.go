@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -42,27 +43,42 @@ const (
 )
 
 // Pause pauses every Cluster on CAPHV (spec.paused), so that neither Cluster API nor CAPHV acts
-// on them while they change hands; Unpause undoes it. Both leave a Cluster as it is when it is
-// already so.
+// on them while they change hands, and marks it as paused by the take-over (PausedAnnotation).
+// A Cluster paused already is left as it is, and so stays paused after Unpause.
 func Pause(ctx context.Context, c client.Client, inv *Inventory) error {
-	return setPaused(ctx, c, inv, true)
-}
-
-// Unpause lets Cluster API and this provider act on the clusters again.
-func Unpause(ctx context.Context, c client.Client, inv *Inventory) error {
-	return setPaused(ctx, c, inv, false)
-}
-
-func setPaused(ctx context.Context, c client.Client, inv *Inventory, paused bool) error {
 	for _, hc := range inv.Clusters {
 		cluster := inv.OwnerCluster(&hc)
-		if cluster == nil || ptrBool(cluster.Spec.Paused) == paused {
+		if cluster == nil || ptrBool(cluster.Spec.Paused) {
 			continue
 		}
 		patch := client.MergeFrom(cluster.DeepCopy())
-		cluster.Spec.Paused = &paused
+		cluster.Spec.Paused = ptr.To(true)
+		if cluster.Annotations == nil {
+			cluster.Annotations = map[string]string{}
+		}
+		cluster.Annotations[PausedAnnotation] = "true"
 		if err := c.Patch(ctx, cluster, patch); err != nil {
-			return fmt.Errorf("setting Cluster %s paused to %t: %w", key(cluster), paused, err)
+			return fmt.Errorf("pausing Cluster %s: %w", key(cluster), err)
+		}
+	}
+	return nil
+}
+
+// Unpause lets Cluster API and this provider act again on the Clusters the take-over paused.
+func Unpause(ctx context.Context, c client.Client, inv *Inventory) error {
+	for _, hc := range inv.Clusters {
+		cluster := inv.OwnerCluster(&hc)
+		if cluster == nil {
+			continue
+		}
+		if _, ours := cluster.Annotations[PausedAnnotation]; !ours {
+			continue
+		}
+		patch := client.MergeFrom(cluster.DeepCopy())
+		cluster.Spec.Paused = ptr.To(false)
+		delete(cluster.Annotations, PausedAnnotation)
+		if err := c.Patch(ctx, cluster, patch); err != nil {
+			return fmt.Errorf("unpausing Cluster %s: %w", key(cluster), err)
 		}
 	}
 	return nil
@@ -114,7 +130,7 @@ func Release(ctx context.Context, c client.Client) error {
 	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("scaling CAPHV's manager %s/%s to zero: %w", ManagerNamespace, ManagerDeployment, err)
 	}
-	for _, gvk := range []schema.GroupVersionKind{ClusterGVK, MachineGVK, MachineTemplateGVK, ClusterTemplateGVK} {
+	for _, gvk := range kinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := c.List(ctx, list); err != nil {
@@ -130,6 +146,26 @@ func Release(ctx context.Context, c client.Client) error {
 			o.SetFinalizers(kept)
 			if err := c.Patch(ctx, o, patch); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("removing CAPHV's finalizers from %s %s: %w", gvk.Kind, key(o), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Remove deletes CAPHV's objects from the management cluster once they are exported and released
+// (clusterctl deletes a provider's CRDs only when no object of them is left). The Clusters and
+// Machines that name them stay, paused; nothing on Harvester is touched. Run again, it finds
+// nothing to delete.
+func Remove(ctx context.Context, c client.Client) error {
+	for _, gvk := range kinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := c.List(ctx, list); err != nil {
+			return fmt.Errorf("listing CAPHV's %s: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			if err := c.Delete(ctx, &list.Items[i]); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting CAPHV's %s %s: %w", gvk.Kind, key(&list.Items[i]), err)
 			}
 		}
 	}

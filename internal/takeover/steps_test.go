@@ -18,13 +18,17 @@ package takeover
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,14 +36,21 @@ import (
 )
 
 // Pausing pauses each Cluster on CAPHV once; the inventory says which CAPHV objects do not say
-// Paused yet; unpausing undoes it.
+// Paused yet; unpausing undoes it, and only it: a Cluster its user had paused stays paused.
 func TestPauseAndUnpause(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	c := managementWithCAPHV(t, nil)
+	c := managementWithCAPHV(t, func(objs map[string]client.Object) {
+		other := caphvCluster()
+		other.Name, other.UID = "held", "held-uid"
+		other.Labels = map[string]string{clusterv1.ClusterNameLabel: "held"}
+		objs["held"] = caphvObject(t, "HarvesterCluster", other)
+		objs["held-cluster"] = &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "held"},
+			Spec: clusterv1.ClusterSpec{Paused: ptr.To(true)}}
+	})
 	inv, err := Read(ctx, c)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(inv.Unpaused()).To(ConsistOf("HarvesterCluster default/prod", "HarvesterMachine default/prod-cp-x2kqz", "HarvesterMachine default/prod-workers-7c9f8-p4r7m"))
+	g.Expect(inv.Unpaused()).To(ConsistOf("HarvesterCluster default/held", "HarvesterCluster default/prod", "HarvesterMachine default/prod-cp-x2kqz", "HarvesterMachine default/prod-workers-7c9f8-p4r7m"))
 	for range 2 {
 		g.Expect(Pause(ctx, c, inv)).To(Succeed())
 	}
@@ -51,6 +62,60 @@ func TestPauseAndUnpause(t *testing.T) {
 	g.Expect(Unpause(ctx, c, inv)).To(Succeed())
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "prod"}, cluster)).To(Succeed())
 	g.Expect(*cluster.Spec.Paused).To(BeFalse())
+	g.Expect(cluster.Annotations).NotTo(HaveKey(PausedAnnotation))
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "held"}, cluster)).To(Succeed())
+	g.Expect(*cluster.Spec.Paused).To(BeTrue(), "paused by its user before the take-over")
+}
+
+// An export holds every CAPHV object as read, and loads back into the same inventory once
+// CAPHV's objects are removed (the Clusters and Machines are read live), also after an export
+// run again once they are gone; loading a directory with something else in it fails.
+func TestAnExportLoadsBackAsRead(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c := managementWithCAPHV(t, nil)
+	read, err := Read(ctx, c)
+	g.Expect(err).NotTo(HaveOccurred())
+	dir := t.TempDir()
+	for range 2 {
+		n, err := Export(ctx, c, dir)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(Equal(4))
+	}
+	g.Expect(filepath.Join(dir, "default", "HarvesterMachine-prod-cp-x2kqz.yaml")).To(BeARegularFile())
+	loaded, err := Load(ctx, c, dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	// As read but for the resource version, which an export leaves out.
+	for i := range read.Clusters {
+		read.Clusters[i].ResourceVersion = ""
+	}
+	for i := range read.Machines {
+		read.Machines[i].ResourceVersion = ""
+	}
+	for i := range read.MachineTemplates {
+		read.MachineTemplates[i].ResourceVersion = ""
+	}
+	g.Expect(loaded).To(Equal(read))
+
+	g.Expect(Release(ctx, c)).To(Succeed())
+	g.Expect(Remove(ctx, c)).To(Succeed())
+	left, err := Read(ctx, c)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(left.Machines).To(BeEmpty())
+	g.Expect(left.Clusters).To(ConsistOf(HaveField("DeletionTimestamp", Not(BeNil()))), "held by another's finalizer")
+	_, err = Export(ctx, c, dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	again, err := Load(ctx, c, dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(again).To(Equal(read), "an export after the removal keeps what was exported before, not a deleting copy")
+
+	empty, err := Load(ctx, c, filepath.Join(dir, "missing"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(empty.Clusters).To(BeEmpty())
+
+	g.Expect(os.WriteFile(filepath.Join(dir, "default", "other.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"), 0o600)).To(Succeed())
+	_, err = Load(ctx, c, dir)
+	g.Expect(err).To(MatchError(ContainSubstring("is not a CAPHV object")))
 }
 
 // Releasing CAPHV deletes its fail-closed webhook, scales its manager to zero and removes its

@@ -48,6 +48,7 @@ func TestImportsGoOneWay(t *testing.T) {
 		"internal/release":      {"templates"},
 		"internal/webhookguard": nil,
 		"internal/takeover":     {"api/v1alpha1", "pkg/harvester/naming", "pkg/harvester/build"},
+		"cmd/caphv-takeover":    {"internal/takeover"},
 		"":                      {"api/v1alpha1", "controllers", "internal/webhookguard", "pkg/guestcloud", "pkg/harvester", "pkg/harvester/transport"},
 	}
 	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
