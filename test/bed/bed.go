@@ -152,7 +152,17 @@ func (b *Bed) start(ctx context.Context, o Options) error {
 
 // AddGuest starts the control plane of a guest cluster whose CAPI Cluster is namespace/name.
 func (b *Bed) AddGuest(ctx context.Context, namespace, name string, withCCM bool) (*guest.Cluster, error) {
-	g, err := guest.Start(ctx, b.Management.Client, namespace, name, withCCM)
+	return b.addGuestIn(ctx, b.Management.Client, namespace, name, withCCM)
+}
+
+// AddGuestOf is AddGuest for a cluster of another management cluster of the bed: its
+// kubeconfig Secret is written there.
+func (b *Bed) AddGuestOf(ctx context.Context, m *Management, namespace, name string) (*guest.Cluster, error) {
+	return b.addGuestIn(ctx, m.Env.Client, namespace, name, false)
+}
+
+func (b *Bed) addGuestIn(ctx context.Context, management client.Client, namespace, name string, withCCM bool) (*guest.Cluster, error) {
+	g, err := guest.Start(ctx, management, namespace, name, withCCM)
 	if err != nil {
 		return nil, err
 	}

@@ -75,13 +75,7 @@ func runDocumented(block, dir string, env ...string) string {
 	Expect(kubectl).NotTo(BeEmpty(), "KUBECTL names the kubectl `make kubectl` builds (make test sets it)")
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
 	cmd.Dir = dir
-	path := filepath.Dir(kubectl) + string(os.PathListSeparator) + os.Getenv("PATH")
-	for _, tool := range []string{"CLUSTERCTL", "JQ"} {
-		if bin := os.Getenv(tool); bin != "" {
-			path = filepath.Dir(bin) + string(os.PathListSeparator) + path
-		}
-	}
-	cmd.Env = append(os.Environ(), "PATH="+path)
+	cmd.Env = append(os.Environ(), "PATH="+documentedPath())
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "the documented commands failed:\n%s\n---\n%s", block, out)

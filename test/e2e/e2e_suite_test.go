@@ -54,7 +54,7 @@ const fullOnly = "full"
 
 var shardOne = []string{
 	"inplace_test.go", "clusterctl_test.go", "previouscapi_test.go", "maintenance_test.go", "move_test.go",
-	"outage_test.go", "latency_test.go", "twomanagements_test.go", "restart_test.go", "machine_test.go",
+	"outage_test.go", "latency_test.go", "twomanagements_test.go", "restart_test.go", "machine_test.go", "takeover_test.go",
 }
 
 func TestE2E(t *testing.T) {
