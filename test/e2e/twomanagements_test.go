@@ -136,14 +136,15 @@ var _ = Describe("Two management clusters sharing a Harvester namespace", func()
 
 		By("the second cluster gets a load balancer, an address and a ServiceAccount of its own")
 		var b naming.Guest
-		Eventually(func(g Gomega) {
+		// Bounded by progress: a first load balancer and credentials on a loaded machine.
+		waitProgressing("the second cluster provisioned", clusterState(to, namespace, name), func(g Gomega) {
 			g.Expect(to.Get(ctx, client.ObjectKeyFromObject(hc), hc)).To(Succeed())
 			g.Expect(hc.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%v", hc.Status.Conditions)
 			g.Expect(conditions.IsTrue(hc, infrav1.GuestCredentialsReadyCondition)).To(BeTrue(), "%v", hc.Status.Conditions)
 			var ok bool
 			b, ok = naming.GuestOf(hc, name)
 			g.Expect(ok).To(BeTrue())
-		}).Should(Succeed())
+		})
 		Expect(hc.Annotations[infrav1.OwnerMarkAnnotation]).NotTo(Equal(a.HarvesterCluster.Annotations[infrav1.OwnerMarkAnnotation]))
 		Expect(b.ID()).NotTo(Equal(a.guest().ID()))
 		Expect(hc.Status.LoadBalancer.Name).To(Equal(b.LoadBalancerName()))
