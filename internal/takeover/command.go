@@ -85,11 +85,12 @@ func Main(ctx context.Context, args []string, out io.Writer, cfg *rest.Config) i
 	o := Options{Out: out}
 	flags.StringVar(&o.Dir, "dir", "", "the directory CAPHV's objects are exported to and read back from (required; keep it until the run says done)")
 	flags.BoolVar(&o.CheckOnly, "check", false, "check what can be taken over, and change nothing")
+	flags.BoolVar(&o.Restore, "restore", false, "give the clusters back to CAPHV from the export (only before CAPHV's CRDs are replaced)")
 	flags.DurationVar(&o.Wait, "wait", 5*time.Minute, "how long to wait for CAPHV to say Paused, and for the machines to be provisioned again")
 	flags.Usage = func() {
 		fmt.Fprintf(out, "caphv-takeover takes a management cluster's clusters over from the community Harvester provider (CAPHV)\n"+
 			"without re-creating anything on Harvester (docs/migrating-from-caphv.md). Run it, replace CAPHV's CRDs as it\n"+
-			"says, and run it again with the same --dir.\n\nUsage: caphv-takeover --dir DIR [--check] [--kubeconfig FILE] [--wait DURATION]\n")
+			"says, and run it again with the same --dir.\n\nUsage: caphv-takeover --dir DIR [--check | --restore] [--kubeconfig FILE] [--wait DURATION]\n")
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {

@@ -69,6 +69,8 @@ const (
 	Waiting Outcome = "waiting for this provider"
 	// Done: the clusters are this provider's and running again.
 	Done Outcome = "done"
+	// Restored: the clusters are CAPHV's again.
+	Restored Outcome = "restored"
 )
 
 // Options of a run.
@@ -78,6 +80,8 @@ type Options struct {
 	Dir string
 	// CheckOnly checks and changes nothing.
 	CheckOnly bool
+	// Restore gives the clusters back to CAPHV (Restore) instead, while its CRDs are installed.
+	Restore bool
 	// Harvester connects to the Harvester cluster of a cluster's identity Secret
 	// (HarvesterFromIdentity).
 	Harvester func(ctx context.Context, namespace, secret string) (client.Client, error)
@@ -111,7 +115,13 @@ func Run(ctx context.Context, c client.Client, o Options) (Outcome, []Refusal, e
 	case err != nil:
 		return "", nil, fmt.Errorf("reading CRD %s: %w", CRDName, err)
 	}
-	if slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == ClusterGVK.Version }) {
+	caphvInstalled := slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == ClusterGVK.Version })
+	switch {
+	case o.Restore && !caphvInstalled:
+		return "", nil, errors.New("--restore gives the clusters back to CAPHV only while its CRDs are installed: this provider's are, and the clusters are its own")
+	case o.Restore:
+		return restore(ctx, c, o)
+	case caphvInstalled:
 		return release(ctx, c, o)
 	}
 	return takeOver(ctx, c, o)

@@ -19,6 +19,9 @@ package takeover
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"maps"
 	"slices"
 	"strings"
@@ -31,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
@@ -170,6 +174,75 @@ func Remove(ctx context.Context, c client.Client) error {
 		}
 	}
 	return nil
+}
+
+// restore gives the clusters back to CAPHV before its CRDs are replaced: every exported object
+// that is missing is created again as exported (its status too, so that CAPHV sees its VMs made
+// and its load balancer ready, and makes neither again), CAPHV's manager is scaled back to one
+// replica, and the Clusters the take-over paused are unpaused. CAPHV's validating webhook
+// configuration is not restored: re-apply CAPHV's components for it.
+func restore(ctx context.Context, c client.Client, o Options) (Outcome, []Refusal, error) {
+	n := 0
+	err := filepath.WalkDir(o.Dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
+			return err
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+			return fmt.Errorf("reading %s: %w", path, err)
+		}
+		status, hasStatus := u.Object["status"]
+		u.SetUID("")
+		u.SetCreationTimestamp(metav1.Time{})
+		switch err := c.Create(ctx, u); {
+		case apierrors.IsAlreadyExists(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("restoring %s %s: %w", u.GetKind(), key(u), err)
+		}
+		n++
+		if !hasStatus || u.GetKind() == ClusterTemplateGVK.Kind || u.GetKind() == MachineTemplateGVK.Kind {
+			return nil
+		}
+		u.Object["status"] = status
+		if err := c.Status().Update(ctx, u); err != nil {
+			return fmt.Errorf("restoring the status of %s %s: %w", u.GetKind(), key(u), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	deploy := &unstructured.Unstructured{}
+	deploy.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"})
+	deploy.SetNamespace(ManagerNamespace)
+	deploy.SetName(ManagerDeployment)
+	if err := c.Patch(ctx, deploy, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":1}}`))); client.IgnoreNotFound(err) != nil {
+		return "", nil, fmt.Errorf("scaling CAPHV's manager %s/%s up again: %w", ManagerNamespace, ManagerDeployment, err)
+	}
+	inv, err := Read(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := Unpause(ctx, c, inv); err != nil {
+		return "", nil, err
+	}
+	for _, cluster := range inv.CAPIClusters {
+		if _, ok := cluster.Annotations[StepAnnotation]; !ok {
+			continue
+		}
+		patch := client.MergeFrom(cluster.DeepCopy())
+		delete(cluster.Annotations, StepAnnotation)
+		if err := c.Patch(ctx, cluster, patch); err != nil {
+			return "", nil, err
+		}
+	}
+	fmt.Fprintf(o.Out, "Restored %d CAPHV objects from %s, scaled CAPHV's manager up and unpaused the clusters: they are CAPHV's again. Re-apply CAPHV's components to restore its validating webhook configuration.\n", n, o.Dir)
+	return Restored, nil, nil
 }
 
 // Translated is this provider's objects for an inventory, to create once CAPHV's CRDs are

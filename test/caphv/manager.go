@@ -56,21 +56,21 @@ func Kind(kind string) schema.GroupVersionKind {
 // paused helper does (a Paused condition on both kinds), makes a cluster's control-plane load
 // balancer and sets its endpoint, and makes each machine's cloud-init Secret and VM, and its
 // providerID, as CAPHV's reconcilers do (names, labels, annotations, devices, volume claim
-// templates). It stops, as CAPHV's pod does, once its Deployment is scaled to zero. It does not
+// templates). It acts only while its Deployment has a replica, as CAPHV's pod would. It does not
 // delete: no test deletes a cluster under CAPHV. It looks every 250 ms (it is not CAPHV's
 // event-driven code, only what that code leaves).
 type Manager struct {
 	Management, Harvester client.Client
 }
 
-// Run acts until ctx ends or the Deployment has no replicas.
+// Run acts until ctx ends, while the Deployment has a replica (as its pod would run).
 func (m *Manager) Run(ctx context.Context) error {
 	for {
 		stopped, err := m.stopped(ctx)
-		if err != nil || stopped {
-			return err
+		if err == nil && !stopped {
+			err = m.reconcile(ctx)
 		}
-		if err := m.reconcile(ctx); err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil {
 			fmt.Printf("caphv fixture: %v\n", err)
 		}
 		select {
