@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -152,6 +153,8 @@ var _ = Describe("Taking a management cluster over from CAPHV", func() {
 		Expect(onHarvester).To(HaveKey("Secret " + name + "-cp-0-cloud-init"))
 		vmis := runningVMIs(target)
 		Expect(vmis).To(HaveLen(2))
+		allocations := poolAllocations(target)
+		Expect(allocations).To(HaveLen(1), "the load balancer's address")
 
 		// The command as a user builds it (make caphv-takeover), on the PATH the docs' commands see.
 		home, work, bin := GinkgoT().TempDir(), GinkgoT().TempDir(), GinkgoT().TempDir()
@@ -195,6 +198,30 @@ var _ = Describe("Taking a management cluster over from CAPHV", func() {
 		Expect(*deploy.Spec.Replicas).To(BeZero())
 		Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: caphv.Webhook}, &admissionregistrationv1.ValidatingWebhookConfiguration{}))).To(BeTrue())
 		Expect(filepath.Join(work, "caphv-export", namespace, "HarvesterCluster-"+name+".yaml")).To(BeARegularFile())
+
+		By("docs/migrating-from-caphv.md: the way back before the swap gives the cluster to CAPHV again, which runs it on; then the release again")
+		Expect(runDocumented(documentedBlock("migrating-from-caphv.md", "restore"), work, env...)).To(ContainSubstring("they are CAPHV's again"))
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster)).To(Succeed())
+		Expect(cluster.Spec.Paused).To(Equal(ptr.To(false)))
+		Expect(cluster.Annotations).NotTo(HaveKey(takeover.StepAnnotation))
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: caphv.Namespace, Name: caphv.Deployment}, deploy)).To(Succeed())
+		Expect(*deploy.Spec.Replicas).To(BeEquivalentTo(1))
+		restored := &unstructured.Unstructured{}
+		restored.SetGroupVersionKind(caphv.Kind("HarvesterCluster"))
+		Eventually(func(g Gomega) {
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, restored)).To(Succeed())
+			ready, _, _ := unstructured.NestedBool(restored.Object, "status", "ready")
+			g.Expect(ready).To(BeTrue(), "its status came back")
+			g.Expect(restored.GetFinalizers()).To(ContainElement("harvester.infrastructure.cluster.x-k8s.io/finalizer"))
+			conds, _, _ := unstructured.NestedSlice(restored.Object, "status", "conditions")
+			g.Expect(conds).To(ContainElement(And(HaveKeyWithValue("type", "Paused"), HaveKeyWithValue("status", "False"))), "CAPHV acts on it again")
+		}).Should(Succeed())
+		restoredMachines := &unstructured.UnstructuredList{}
+		restoredMachines.SetGroupVersionKind(caphv.Kind("HarvesterMachineList"))
+		Expect(c.List(ctx, restoredMachines, client.InNamespace(namespace))).To(Succeed())
+		Expect(restoredMachines.Items).To(HaveLen(2))
+		Expect(harvesterObjects(Default, target)).To(Equal(onHarvester), "nothing on Harvester changed hands or was made again")
+		Expect(runDocumented(documentedBlock("migrating-from-caphv.md", "release"), work, env...)).To(ContainSubstring("clusterctl delete --infrastructure harvester --include-crd"))
 
 		By("docs/migrating-from-caphv.md: clusterctl replaces CAPHV with this provider's release")
 		capiEntries, err := testBed.CAPIRepository(filepath.Join(home, "capi-providers"))
@@ -241,6 +268,7 @@ var _ = Describe("Taking a management cluster over from CAPHV", func() {
 			Expect(after).To(HaveKeyWithValue(object, uid), "%s was re-created or deleted", object)
 		}
 		Expect(runningVMIs(target)).To(Equal(vmis), "no VM was restarted")
+		Expect(poolAllocations(target)).To(Equal(allocations), "the load balancer keeps its address")
 		guest, ok := naming.GuestOf(hc, name)
 		Expect(ok).To(BeTrue())
 		vms := &kubevirtv1.VirtualMachineList{}
@@ -372,4 +400,21 @@ func runDocumentedExit(block, dir string, env ...string) (string, int) {
 	}
 	Expect(err).NotTo(HaveOccurred())
 	return string(out), 0
+}
+
+// poolAllocations are the IP pools' addresses allocated to a namespace's load balancers, as
+// "pool address" to the load balancer's namespace/name.
+func poolAllocations(namespace string) map[string]string {
+	GinkgoHelper()
+	pools := &lbv1.IPPoolList{}
+	Expect(harvesterClient().List(ctx, pools)).To(Succeed())
+	out := map[string]string{}
+	for _, p := range pools.Items {
+		for ip, who := range p.Status.Allocated {
+			if strings.HasPrefix(who, namespace+"/") {
+				out[p.Name+" "+ip] = who
+			}
+		}
+	}
+	return out
 }
