@@ -75,28 +75,13 @@ var kinds = []schema.GroupVersionKind{ClusterGVK, MachineGVK, MachineTemplateGVK
 // that use them read live from c (they stay in the management cluster while CAPHV's CRDs are
 // replaced). It returns an empty inventory for an empty or missing directory.
 func Load(ctx context.Context, c client.Reader, dir string) (*Inventory, error) {
-	byKind := map[string][]map[string]any{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
-			return err
-		}
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		o := map[string]any{}
-		if err := yaml.Unmarshal(raw, &o); err != nil {
-			return fmt.Errorf("reading %s: %w", path, err)
-		}
-		u := unstructured.Unstructured{Object: o}
-		if u.GroupVersionKind().Group != ClusterGVK.Group {
-			return fmt.Errorf("%s is not a CAPHV object (%s)", path, u.GroupVersionKind())
-		}
-		byKind[u.GetKind()] = append(byKind[u.GetKind()], o)
-		return nil
-	})
-	if err != nil && !os.IsNotExist(err) {
+	exported, err := readExport(dir)
+	if err != nil {
 		return nil, err
+	}
+	byKind := map[string][]map[string]any{}
+	for _, u := range exported {
+		byKind[u.GetKind()] = append(byKind[u.GetKind()], u.Object)
 	}
 	inv, err := readCAPI(ctx, c)
 	if err != nil {
@@ -116,4 +101,32 @@ func Load(ctx context.Context, c client.Reader, dir string) (*Inventory, error) 
 		inv.ClusterTemplates = append(inv.ClusterTemplates, t.ObjectMeta)
 	}
 	return inv, nil
+}
+
+// readExport reads the objects of an export (none for a missing directory); a file that is not a
+// CAPHV object is an error.
+func readExport(dir string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
+			return err
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+			return fmt.Errorf("reading %s: %w", path, err)
+		}
+		if u.GroupVersionKind().Group != ClusterGVK.Group {
+			return fmt.Errorf("%s is not a CAPHV object (%s)", path, u.GroupVersionKind())
+		}
+		out = append(out, u)
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	return out, nil
 }

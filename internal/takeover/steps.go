@@ -19,10 +19,7 @@ package takeover
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -34,7 +31,6 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 )
@@ -126,13 +122,8 @@ func Release(ctx context.Context, c client.Client) error {
 	if err := c.Delete(ctx, hook); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting CAPHV's webhook configuration %s: %w", WebhookConfiguration, err)
 	}
-	deploy := &unstructured.Unstructured{}
-	deploy.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"})
-	deploy.SetNamespace(ManagerNamespace)
-	deploy.SetName(ManagerDeployment)
-	err := c.Patch(ctx, deploy, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`)))
-	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("scaling CAPHV's manager %s/%s to zero: %w", ManagerNamespace, ManagerDeployment, err)
+	if err := scaleManager(ctx, c, 0); err != nil {
+		return err
 	}
 	for _, gvk := range kinds {
 		list := &unstructured.UnstructuredList{}
@@ -152,6 +143,19 @@ func Release(ctx context.Context, c client.Client) error {
 				return fmt.Errorf("removing CAPHV's finalizers from %s %s: %w", gvk.Kind, key(o), err)
 			}
 		}
+	}
+	return nil
+}
+
+// scaleManager sets the replicas of CAPHV's manager; gone already, it is left so.
+func scaleManager(ctx context.Context, c client.Client, replicas int) error {
+	deploy := &unstructured.Unstructured{}
+	deploy.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"})
+	deploy.SetNamespace(ManagerNamespace)
+	deploy.SetName(ManagerDeployment)
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if err := c.Patch(ctx, deploy, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("scaling CAPHV's manager %s/%s to %d: %w", ManagerNamespace, ManagerDeployment, replicas, err)
 	}
 	return nil
 }
@@ -182,47 +186,32 @@ func Remove(ctx context.Context, c client.Client) error {
 // replica, and the Clusters the take-over paused are unpaused. CAPHV's validating webhook
 // configuration is not restored: re-apply CAPHV's components for it.
 func restore(ctx context.Context, c client.Client, o Options) (Outcome, []Refusal, error) {
+	exported, err := readExport(o.Dir)
+	if err != nil {
+		return "", nil, err
+	}
 	n := 0
-	err := filepath.WalkDir(o.Dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
-			return err
-		}
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
-			return fmt.Errorf("reading %s: %w", path, err)
-		}
+	for _, u := range exported {
 		status, hasStatus := u.Object["status"]
 		u.SetUID("")
 		u.SetCreationTimestamp(metav1.Time{})
 		switch err := c.Create(ctx, u); {
 		case apierrors.IsAlreadyExists(err):
-			return nil
+			continue
 		case err != nil:
-			return fmt.Errorf("restoring %s %s: %w", u.GetKind(), key(u), err)
+			return "", nil, fmt.Errorf("restoring %s %s: %w", u.GetKind(), key(u), err)
 		}
 		n++
 		if !hasStatus || u.GetKind() == ClusterTemplateGVK.Kind || u.GetKind() == MachineTemplateGVK.Kind {
-			return nil
+			continue
 		}
 		u.Object["status"] = status
 		if err := c.Status().Update(ctx, u); err != nil {
-			return fmt.Errorf("restoring the status of %s %s: %w", u.GetKind(), key(u), err)
+			return "", nil, fmt.Errorf("restoring the status of %s %s: %w", u.GetKind(), key(u), err)
 		}
-		return nil
-	})
-	if err != nil {
-		return "", nil, err
 	}
-	deploy := &unstructured.Unstructured{}
-	deploy.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"})
-	deploy.SetNamespace(ManagerNamespace)
-	deploy.SetName(ManagerDeployment)
-	if err := c.Patch(ctx, deploy, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":1}}`))); client.IgnoreNotFound(err) != nil {
-		return "", nil, fmt.Errorf("scaling CAPHV's manager %s/%s up again: %w", ManagerNamespace, ManagerDeployment, err)
+	if err := scaleManager(ctx, c, 1); err != nil {
+		return "", nil, err
 	}
 	inv, err := Read(ctx, c)
 	if err != nil {
