@@ -28,6 +28,19 @@ KUBEBUILDER_ASSETS := $(shell KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_V
 IPAM_PROVIDER_VERSION ?= v1.1.0
 IPAM_PROVIDER_DIR := $(shell IPAM_VERSION=$(IPAM_PROVIDER_VERSION) hack/ensure-ipam-provider.sh --dir)
 
+# The Cluster API Operator, which Rancher Turtles compiles in to install providers: the e2e bed
+# runs the version Turtles v0.27 (Rancher v2.15) uses as its own process.
+CAPI_OPERATOR_VERSION ?= v0.27.0
+CAPI_OPERATOR_DIR := $(shell CAPI_OPERATOR_VERSION=$(CAPI_OPERATOR_VERSION) hack/ensure-capi-operator.sh --dir)
+
+# cloud-init from the host's Debian packages (fetched, not installed), which the e2e suite asks
+# whether the user data each flavour's VMs get is valid cloud-config.
+CLOUD_INIT_DIR := $(shell hack/ensure-cloud-init.sh --dir)
+
+# The bed's real guest: QEMU and a minimal Debian guest (kernel, cloud-init, qemu-guest-agent)
+# built from Debian's packages into the tool cache (hack/ensure-guest-image.sh).
+GUEST_IMAGE_DIR := $(shell hack/ensure-guest-image.sh --dir)
+
 # Harvester's own load balancer (controller and webhook), which every simulated Harvester runs
 # as processes: the version in go.mod (hack/ensure-harvester-lb.sh says what its build changes).
 HARVESTER_LB_VERSION ?= $(shell awk '$$1 == "github.com/harvester/harvester-load-balancer" {print $$2}' go.mod)
@@ -83,9 +96,19 @@ fmt: ## gofmt the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: lint
-lint: ## gofmt and go vet.
+lint: golangci-lint ## gofmt, go vet and golangci-lint (.golangci.yml; part of make test).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GOLANGCI_LINT) run ./...
+
+# golangci-lint, built from the Go module proxy at the version of hack/golangci-lint/go.mod, once.
+GOLANGCI_LINT := $(call TOOLDIR,golangci-lint,mod,hack/golangci-lint)/golangci-lint
+
+.PHONY: golangci-lint
+golangci-lint: $(GOLANGCI_LINT) ## Build golangci-lint (hack/golangci-lint's version) into the tool cache once.
+
+$(GOLANGCI_LINT):
+	cd hack/golangci-lint && GOWORK=off CGO_ENABLED=0 $(ROOT)/$(TIMED) golangci-lint $(GO) build -trimpath -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 .PHONY: verify
 verify: lint verify-generated ## Everything lint and verify-generated check.
@@ -184,9 +207,17 @@ test: ## Run every test: unit, envtest and end-to-end on the simulated Harvester
 	@rm -f $(ROOT)/out/timings.txt
 	$(TIMED) verify-generated $(MAKE) --no-print-directory verify-generated
 	$(TIMED) tools $(MAKE) --no-print-directory -j$(TOOLS_JOBS) --output-sync=target test-tools
-	$(TIMED) tests env GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) PROVIDERS_DIR=$(PROVIDERS_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) JQ=$(JQ) PREVIOUS_RELEASE_DIR=$(PREVIOUS_RELEASE_DIR) hack/test.sh $(TEST_FLAGS)
+	$(TIMED) lint $(MAKE) --no-print-directory lint
+	$(TIMED) tests env GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) IMAGES_DIR=$(IMAGES_DIR) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) IPAM_PROVIDER_DIR=$(IPAM_PROVIDER_DIR) CAPI_OPERATOR_DIR=$(CAPI_OPERATOR_DIR) CLOUD_INIT_DIR=$(CLOUD_INIT_DIR) HARVESTER_LB_DIR=$(HARVESTER_LB_DIR) HARVESTER_WEBHOOK_DIR=$(HARVESTER_WEBHOOK_DIR) KUBEVIRT_DIR=$(KUBEVIRT_DIR) PROVIDERS_DIR=$(PROVIDERS_DIR) KUBECTL=$(KUBECTL) CLUSTERCTL=$(CLUSTERCTL) JQ=$(JQ) PREVIOUS_RELEASE_DIR=$(PREVIOUS_RELEASE_DIR) hack/test.sh $(TEST_FLAGS)
 	$(TIMED) images-module-tests bash -c 'cd hack/images && GOWORK=off $(GO) test $(TEST_FLAGS) ./...'
+	$(MAKE) --no-print-directory test-real-guest
 	@echo "make test: phases in seconds (out/timings.txt):"; cat $(ROOT)/out/timings.txt
+
+# The real guest runs under QEMU's emulation, which a machine busy with the other tests starves
+# (a boot took minutes at a load of 30): it has the machine to itself, after them.
+.PHONY: test-real-guest
+test-real-guest: guest-image ## The tests that boot the real Debian guest under QEMU (make test runs them last).
+	$(TIMED) real-guest env GUEST_IMAGE_DIR=$(GUEST_IMAGE_DIR) $(GO) test $(TEST_FLAGS) -timeout 20m -run '^TestRealGuest' ./test/harvestersim
 
 .PHONY: test-full
 test-full: ## make test with the long scenarios at full size (TEST_FULL=1: more rotations, outages and the bench at a tiny size; docs/development.md).
@@ -195,7 +226,7 @@ test-full: ## make test with the long scenarios at full size (TEST_FULL=1: more 
 # Everything `make test` runs besides the code under test, each timed (hack/timed.sh); `make
 # test` builds them TOOLS_JOBS at a time.
 .PHONY: test-tools
-test-tools: envtest harvester-lb harvester-webhook kubevirt providers previous-release ipam-provider timed-images kubectl clusterctl jq
+test-tools: envtest harvester-lb harvester-webhook kubevirt providers previous-release ipam-provider capi-operator cloud-init guest-image golangci-lint timed-images kubectl clusterctl jq
 
 .PHONY: timed-images
 timed-images:
@@ -280,6 +311,18 @@ harvester-webhook: ## Build Harvester's admission webhook server and VM controll
 .PHONY: ipam-provider
 ipam-provider: ## Build Cluster API's in-cluster IPAM provider and copy its CRDs into the tool cache once (for the e2e bed).
 	IPAM_VERSION=$(IPAM_PROVIDER_VERSION) $(TIMED) ipam-provider hack/ensure-ipam-provider.sh >/dev/null
+
+.PHONY: capi-operator
+capi-operator: ## Build the Cluster API Operator (CAPI_OPERATOR_VERSION, the one Rancher Turtles v0.27 compiles in) and copy its CRDs into the tool cache once (for the e2e bed).
+	CAPI_OPERATOR_VERSION=$(CAPI_OPERATOR_VERSION) $(TIMED) capi-operator hack/ensure-capi-operator.sh >/dev/null
+
+.PHONY: cloud-init
+cloud-init: ## Fetch cloud-init and its Python libraries from the host's Debian packages into the tool cache once (apt-get download, dpkg-deb -x; nothing installed): the e2e suite checks the VMs' user data with it.
+	$(TIMED) cloud-init hack/ensure-cloud-init.sh >/dev/null
+
+.PHONY: guest-image
+guest-image: ## Build the bed's real guest into the tool cache once: QEMU from Debian's packages (fetched, not installed) and a minimal Debian guest made by mmdebstrap; make test boots it under QEMU's TCG.
+	$(TIMED) guest-image hack/ensure-guest-image.sh >/dev/null
 
 .PHONY: e2e-harvester
 e2e-harvester: envtest ## The end-to-end suite against a real Harvester: HARVESTER_KUBECONFIG (admin), HARVESTER_NETWORK, HARVESTER_IMAGE [, HARVESTER_LB_IPAM].

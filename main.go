@@ -204,10 +204,14 @@ func run(o *options) error {
 		// find it in the ServiceAccount's mount, outside one (the test bed) only here.
 		LeaderElectionNamespace:    os.Getenv("POD_NAMESPACE"),
 		LeaderElectionResourceLock: "leases",
-		LeaseDuration:              &o.leaseDuration,
-		RenewDeadline:              &o.renewDeadline,
-		RetryPeriod:                &o.retryPeriod,
-		HealthProbeBindAddress:     o.healthAddr,
+		// A manager told to stop (a rolling update, a drained node) gives the lease up, so that
+		// the next one leads at once rather than a lease duration later; the process ends as soon
+		// as Start returns, which is what releasing requires.
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaseDuration,
+		RenewDeadline:                 &o.renewDeadline,
+		RetryPeriod:                   &o.retryPeriod,
+		HealthProbeBindAddress:        o.healthAddr,
 		Cache: cache.Options{
 			DefaultNamespaces: defaultNamespaces,
 			SyncPeriod:        &o.syncPeriod,

@@ -72,7 +72,8 @@ const (
 	// Harvester. client-go's own (5 a second, 10 at once) made 40 Services created at once
 	// wait seconds for their load balancers' creations (make bench's P4); the burst lets a
 	// guest create twice --max-load-balancers' default at once, and the cap bounds the rest.
-	DefaultHarvesterQPS   = 20
+	DefaultHarvesterQPS = 20
+	// DefaultHarvesterBurst is the burst above DefaultHarvesterQPS.
 	DefaultHarvesterBurst = 40
 )
 

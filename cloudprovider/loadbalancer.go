@@ -205,7 +205,7 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, _ string,
 	}
 	if _, secondary := primaryRef(svc); !secondary {
 		if users := l.secondariesOf(svc, nil); len(users) > 0 {
-			return l.refuse(svc, ReasonPrimaryServiceInUse, fmt.Errorf(
+			return l.refuse(svc, ReasonPrimaryServiceInUse, fmt.Errorf( //nolint:staticcheck // also the Service's event message, which names the kind first
 				"Service %s/%s keeps its load balancer: %s still share its address (annotation %s); delete them or point them elsewhere first",
 				svc.Namespace, svc.Name, strings.Join(users, ", "), guestcloud.AnnotationServicePrimaryService))
 		}
@@ -238,7 +238,7 @@ func (l *loadBalancers) ensureHarvesterLB(ctx context.Context, svc *corev1.Servi
 		return desired, nil
 	}
 	if current := guestcloud.LoadBalancerIPAM(lb); current != ipam {
-		return nil, l.refuse(svc, ReasonIPAMChangeRefused, fmt.Errorf(
+		return nil, l.refuse(svc, ReasonIPAMChangeRefused, fmt.Errorf( //nolint:staticcheck // also the Service's event message, which names the kind first
 			"Service %s/%s asks for IPAM %s but its load balancer %s/%s has %s, which cannot change: re-create the Service to change it",
 			svc.Namespace, svc.Name, ipam, lb.Namespace, lb.Name, current))
 	}
@@ -326,7 +326,7 @@ func (l *loadBalancers) ensureSecondary(ctx context.Context, svc *corev1.Service
 		return nil, err
 	}
 	if users := l.secondariesOf(svc, nil); len(users) > 0 {
-		return nil, l.refuse(svc, ReasonInvalidPrimaryService, fmt.Errorf(
+		return nil, l.refuse(svc, ReasonInvalidPrimaryService, fmt.Errorf( //nolint:staticcheck // also the Service's event message, which names the kind first
 			"Service %s/%s cannot share the address of %s/%s: %s share its own address, and a primary Service cannot be a secondary one",
 			svc.Namespace, svc.Name, primary.Namespace, primary.Name, strings.Join(users, ", ")))
 	}
@@ -476,7 +476,7 @@ func (l *loadBalancers) checkLimit(ctx context.Context, svc *corev1.Service) err
 		return fmt.Errorf("counting the cluster's load balancers in %s: %w", l.cloud.namespace, err)
 	}
 	if len(list.Items) >= limit {
-		return l.refuse(svc, ReasonLoadBalancerLimit, fmt.Errorf(
+		return l.refuse(svc, ReasonLoadBalancerLimit, fmt.Errorf( //nolint:staticcheck // also the Service's event message, which names the kind first
 			"Service %s/%s gets no load balancer: the cluster has %d, its limit (--max-load-balancers); delete a Service of type LoadBalancer or share an address (annotation %s)",
 			svc.Namespace, svc.Name, len(list.Items), guestcloud.AnnotationServicePrimaryService))
 	}

@@ -50,7 +50,7 @@ const (
 	annotationTokenExpires = "harvester.infrastructure.cluster.x-k8s.io/token-expires"
 
 	// resourceSetSecretType marks Secrets a ClusterResourceSet may apply to a guest.
-	resourceSetSecretType = "addons.cluster.x-k8s.io/resource-set"
+	resourceSetSecretType = "addons.cluster.x-k8s.io/resource-set" //nolint:gosec // a Secret type, not a credential
 	// cloudConfigManifestKey is the key of the guest Secret's manifest in the management Secret.
 	cloudConfigManifestKey = "harvester-cloud-config.yaml"
 )

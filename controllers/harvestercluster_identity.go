@@ -38,7 +38,7 @@ func (r *HarvesterClusterReconciler) protectIdentity(ctx context.Context, hc *in
 	ref := hc.Spec.Identity()
 	key, err := identitySecretKey(ctx, r.Client, hc, r.ProviderNamespace)
 	if err != nil {
-		return nil // connect reports it
+		return nil //nolint:nilerr // connect reports it, as a condition
 	}
 	if ref.Kind == infrav1.HarvesterClusterIdentityKind {
 		identity := &infrav1.HarvesterClusterIdentity{}

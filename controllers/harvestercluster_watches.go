@@ -93,7 +93,7 @@ func (r *HarvesterClusterReconciler) SetupWithManager(ctx context.Context, mgr c
 	loadBalancerToCluster := watchFiltered(r.Client, r.WatchFilterValue, cluster, r.loadBalancerToCluster)
 	r.Factory.WatchCaches(c, func(hc cache.Cache) []source.Source {
 		// A host's change concerns the clusters of the connection that saw it, not every
-		// tenant's (a connection per identity and cluster: one host event used to wake all).
+		// tenant's (a connection per identity and cluster: one host event must not wake all).
 		clustersOfConnection := watchFiltered(r.Client, r.WatchFilterValue, cluster, func(context.Context, client.Object) []reconcile.Request {
 			return r.connectionClusters(r.Factory.UsersOf(hc))
 		})

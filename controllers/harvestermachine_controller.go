@@ -266,7 +266,7 @@ func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineSco
 		var err error
 		if req.NetworkData, req.MACAddresses, err = staticNetworkData(hm); err != nil {
 			setIPCondition(hm, metav1.ConditionFalse, infrav1.IPAddressClaimFailedReason, "rendering the network-data: "+err.Error())
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, nil //nolint:nilerr // reported as a condition; a change of the machine or its addresses brings it back
 		}
 	}
 	req.FailureDomain, req.FailureDomainKey = failureDomain(s)

@@ -91,7 +91,8 @@ func (r *HarvesterMachineReconciler) reconcileIPAddresses(ctx context.Context, s
 			}
 			pool := ref.Kind + "/" + ref.Name
 			if claim.Status.AddressRef.Name == "" {
-				return false, r.waitForAddress(ctx, hm, claim, ref)
+				r.waitForAddress(ctx, hm, claim, ref)
+				return false, nil
 			}
 			addr := &ipamv1.IPAddress{}
 			key := client.ObjectKey{Namespace: hm.Namespace, Name: claim.Status.AddressRef.Name}
@@ -172,7 +173,7 @@ func (r *HarvesterMachineReconciler) ensureClaim(ctx context.Context, s *machine
 // word on the claim when it gives one (CAPI's contract has the reason PoolExhausted), else the
 // pool's status when it is readable and has no free address (the in-cluster provider v1.1.0
 // only logs its "no address available"), else that the pool is missing or that the claim waits.
-func (r *HarvesterMachineReconciler) waitForAddress(ctx context.Context, hm *infrav1.HarvesterMachine, claim *ipamv1.IPAddressClaim, ref infrav1.IPPoolReference) error {
+func (r *HarvesterMachineReconciler) waitForAddress(ctx context.Context, hm *infrav1.HarvesterMachine, claim *ipamv1.IPAddressClaim, ref infrav1.IPPoolReference) {
 	pool := ref.Kind + " " + ref.Name
 	if c := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition); c != nil && c.Status == metav1.ConditionFalse {
 		reason := infrav1.IPAddressClaimFailedReason
@@ -181,7 +182,7 @@ func (r *HarvesterMachineReconciler) waitForAddress(ctx context.Context, hm *inf
 		}
 		setIPCondition(hm, metav1.ConditionFalse, reason,
 			fmt.Sprintf("IPAddressClaim %s from %s: %s: %s", claim.Name, pool, c.Reason, c.Message))
-		return nil
+		return
 	}
 	status, err := r.poolStatus(ctx, hm.Namespace, ref)
 	switch {
@@ -195,7 +196,6 @@ func (r *HarvesterMachineReconciler) waitForAddress(ctx context.Context, hm *inf
 		setIPCondition(hm, metav1.ConditionFalse, infrav1.WaitingForIPAddressReason,
 			fmt.Sprintf("IPAddressClaim %s waits for an address from %s", claim.Name, pool))
 	}
-	return nil
 }
 
 type poolCounts struct{ total, used, free int64 }
@@ -268,7 +268,7 @@ func splitCIDR(cidr string) (string, int32, error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("address %q: %w", cidr, err)
 	}
-	return p.Addr().String(), int32(p.Bits()), nil
+	return p.Addr().String(), int32(p.Bits()), nil //nolint:gosec // a prefix length, at most 128
 }
 
 // claimedMachineAddresses are the claimed addresses as machine addresses: the management NIC's

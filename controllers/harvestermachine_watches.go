@@ -251,8 +251,8 @@ var ownStatusIgnored = predicate.Funcs{UpdateFunc: func(e event.TypedUpdateEvent
 // machineChangedForInfrastructure passes the Machine updates that change what its
 // HarvesterMachine's reconcile reads of it: metadata (labels, annotations, owners, deletion) and
 // spec (bootstrap data, failure domain: a change bumps the generation). CAPI's Machine controller
-// patches a Machine's status many times while it provisions, and each update used to reconcile
-// the HarvesterMachine for nothing.
+// patches a Machine's status many times while it provisions, and without this each update
+// would reconcile the HarvesterMachine for nothing.
 var machineChangedForInfrastructure = predicate.Funcs{UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
 	return metadataOrGenerationChanged(e.ObjectOld, e.ObjectNew)
 }}

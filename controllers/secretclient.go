@@ -159,7 +159,7 @@ func (c *secretClient) remember(secret *corev1.Secret) {
 	}
 	for c.bytes+size > maxRememberedBytes && len(c.read) > 0 {
 		var oldest client.ObjectKey
-		var oldestUse uint64 = ^uint64(0)
+		oldestUse := ^uint64(0)
 		for k, r := range c.read {
 			if r.used < oldestUse {
 				oldest, oldestUse = k, r.used

@@ -30,7 +30,7 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1"}
 
 	// SchemeBuilder registers this API's types with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion} //nolint:staticcheck // the builder controller-gen and CAPI providers use; this package stays a leaf of API types (test/config)
 
 	// AddToScheme adds this API's types to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme

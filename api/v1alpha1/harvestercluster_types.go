@@ -26,7 +26,7 @@ const (
 	// HarvesterCluster goes away.
 	ClusterFinalizer = "harvestercluster.infrastructure.cluster.x-k8s.io"
 
-	// SkipHarvesterCleanupAnnotation, set to "true" on a HarvesterCluster, lets it and its
+	// SkipHarvesterCleanupAnnotation is an annotation that, set to "true" on a HarvesterCluster, lets it and its
 	// machines be deleted without removing anything on Harvester: the escape hatch for a cluster
 	// whose Harvester is gone for good. What is left on Harvester must then be removed by hand.
 	SkipHarvesterCleanupAnnotation = "harvester.infrastructure.cluster.x-k8s.io/skip-harvester-cleanup"
@@ -56,7 +56,7 @@ const (
 	// it through updates that leave it out.
 	GuestVolumesAnnotation = "harvester.infrastructure.cluster.x-k8s.io/guest-volumes"
 
-	// AddonsLabel, on a Cluster with the Cluster's own name as value, selects the
+	// AddonsLabel is a label that, on a Cluster with the Cluster's own name as value, selects the
 	// ClusterResourceSet that installs the guest's Harvester addons (the cluster templates set
 	// it). Without it no addon reaches the guest, and the AddonsReady condition says so.
 	AddonsLabel = "harvester.infrastructure.cluster.x-k8s.io/addons"

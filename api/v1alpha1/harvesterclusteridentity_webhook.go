@@ -124,8 +124,8 @@ func (s *HarvesterClusterIdentitySpec) validate(path *field.Path) field.ErrorLis
 	return errs
 }
 
-// Allows tells whether the identity serves a HarvesterCluster of management namespace
-// namespace (with its labels) targeting Harvester namespace target; reason says why not.
+// Allows tells whether the identity serves a HarvesterCluster in the management namespace
+// `namespace` (with its labels) targeting the Harvester namespace `target`; reason says why not.
 func (s *HarvesterClusterIdentitySpec) Allows(namespace string, namespaceLabels map[string]string, target string) (ok bool, reason string) {
 	if !s.AllowsNamespace(namespace, namespaceLabels) {
 		return false, "it does not allow namespace " + namespace + " (allowedNamespaces)"

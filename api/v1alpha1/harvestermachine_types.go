@@ -285,11 +285,11 @@ type HarvesterMachineSpec struct {
 type HostMaintenancePolicy string
 
 const (
-	// HostMaintenanceLiveMigrate: the VM live-migrates to another host (KubeVirt's LiveMigrate
+	// HostMaintenanceLiveMigrate means the VM live-migrates to another host (KubeVirt's LiveMigrate
 	// eviction strategy); the guest node stays up. A VM that cannot migrate blocks the host's
 	// drain rather than being stopped under the guest.
 	HostMaintenanceLiveMigrate HostMaintenancePolicy = "LiveMigrate"
-	// HostMaintenanceDrainAndRestart: the provider drains the guest's Node first (CAPI's drain:
+	// HostMaintenanceDrainAndRestart means the provider drains the guest's Node first (CAPI's drain:
 	// PodDisruptionBudgets and MachineDrainRules apply), then stops the VM and starts it again
 	// on another host (KubeVirt's External eviction strategy). For VMs that cannot migrate:
 	// host devices, vGPUs.

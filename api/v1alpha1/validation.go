@@ -65,10 +65,10 @@ func validateNamespacedName(path *field.Path, value string, allowBare bool) fiel
 	return errs
 }
 
-// validateAtLeast checks that a quantity is at least min (a quantity literal such as MinMemory).
-func validateAtLeast(path *field.Path, q resource.Quantity, min string) field.ErrorList {
-	if q.Cmp(resource.MustParse(min)) < 0 {
-		return field.ErrorList{field.Invalid(path, q.String(), "must be at least "+min)}
+// validateAtLeast checks that a quantity is at least `least` (a quantity literal such as MinMemory).
+func validateAtLeast(path *field.Path, q resource.Quantity, least string) field.ErrorList {
+	if q.Cmp(resource.MustParse(least)) < 0 {
+		return field.ErrorList{field.Invalid(path, q.String(), "must be at least "+least)}
 	}
 	return nil
 }

@@ -83,6 +83,6 @@ func newCloud(cfg *config.CompletedConfig, opts harvestercloud.Options) (*harves
 	if err != nil {
 		return nil, fmt.Errorf("opening the cloud config: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	return harvestercloud.New(f, opts)
 }

@@ -48,7 +48,8 @@ var (
 	ClusterTemplateGVK = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: caphvVersion, Kind: "HarvesterClusterTemplate"}
 )
 
-// CAPHV's finalizers, current and legacy, which a take-over removes once CAPHV is stopped.
+// Finalizers are CAPHV's finalizers, current and legacy, which a take-over removes once CAPHV is
+// stopped.
 var Finalizers = []string{
 	"harvester.infrastructure.cluster.x-k8s.io/finalizer",
 	"harvester.infrastructure.cluster.x-k8s.io",

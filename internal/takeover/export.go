@@ -111,7 +111,7 @@ func readExport(dir string) ([]*unstructured.Unstructured, error) {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
 			return err
 		}
-		raw, err := os.ReadFile(path)
+		raw, err := os.ReadFile(path) //nolint:gosec // the export directory the user names (--dir)
 		if err != nil {
 			return err
 		}

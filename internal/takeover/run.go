@@ -57,19 +57,19 @@ const (
 type Outcome string
 
 const (
-	// Refused: something cannot be taken over (the refusals say what and what to do); nothing
+	// Refused means something cannot be taken over (the refusals say what and what to do); nothing
 	// was changed by this run.
 	Refused Outcome = "refused"
-	// Checked: everything can be taken over (a check-only run; nothing was changed).
+	// Checked means everything can be taken over (a check-only run; nothing was changed).
 	Checked Outcome = "checked"
-	// Released: the clusters are paused, CAPHV's objects are exported and CAPHV lets go of them;
+	// Released means the clusters are paused, CAPHV's objects are exported and CAPHV lets go of them;
 	// CAPHV's CRDs are to be replaced by this provider's, and the take-over run again.
 	Released Outcome = "released"
-	// Waiting: CAPHV's CRDs are gone and this provider's are not installed yet.
+	// Waiting means CAPHV's CRDs are gone and this provider's are not installed yet.
 	Waiting Outcome = "waiting for this provider"
-	// Done: the clusters are this provider's and running again.
+	// Done means the clusters are this provider's and running again.
 	Done Outcome = "done"
-	// Restored: the clusters are CAPHV's again.
+	// Restored means the clusters are CAPHV's again.
 	Restored Outcome = "restored"
 )
 

@@ -32,7 +32,7 @@ import (
 // certificate and verifies it when given. Whether a path requires one is the guard's
 // (Options.RequireClientCert): the Runtime SDK's client presents none, so its hooks cannot.
 func ClientCA(file string) (func(*tls.Config), error) {
-	data, err := os.ReadFile(file)
+	data, err := os.ReadFile(file) //nolint:gosec // the CA file the manager's flag names
 	if err != nil {
 		return nil, fmt.Errorf("reading the webhook client CA: %w", err)
 	}

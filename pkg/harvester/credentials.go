@@ -68,7 +68,7 @@ const (
 	GuestCloudConfigDir = "/etc/kubernetes/harvester"
 )
 
-// AnnotationGuestCluster, on a guest's ServiceAccount on Harvester, names the guest cluster (its
+// AnnotationGuestCluster is an annotation that, on a guest's ServiceAccount on Harvester, names the guest cluster (its
 // ClusterID, the CCM's --cluster-name). Harvester's admission policy
 // (config/harvester/admission-policies.yaml) lets that ServiceAccount's load balancers name
 // only this cluster in their pool selection; the guest's own credential cannot change it.

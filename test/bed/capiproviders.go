@@ -22,15 +22,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -161,8 +158,7 @@ type CAPIProviderProcess struct {
 
 	binary, kubeconfig, certDir, tmpDir string
 	caPEM                               []byte
-	cmd                                 *exec.Cmd
-	done                                chan error
+	process                             *process
 }
 
 // CAPIProviders are the running managers of one CAPIProviderSpec.
@@ -398,10 +394,6 @@ func (proc *CAPIProviderProcess) url(path string) string {
 // run starts the process and waits until its webhook server answers (and its health endpoint,
 // where it has one).
 func (p *CAPIProviders) run(ctx context.Context, proc *CAPIProviderProcess) error {
-	logFile, err := os.OpenFile(proc.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
 	args, err := p.deploymentArgs(proc.Part)
 	if err != nil {
 		return err
@@ -414,45 +406,12 @@ func (p *CAPIProviders) run(ctx context.Context, proc *CAPIProviderProcess) erro
 		cmd.Env = append(cmd.Env, p.Spec.Env(proc)...)
 	}
 	cmd.Dir = p.workDir
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return fmt.Errorf("starting the %s %s manager: %w", p.Spec.Name, partName(proc.Part), err)
+	ready := []func() bool{tlsReady(net.JoinHostPort("127.0.0.1", strconv.Itoa(proc.WebhookPort)), &tls.Config{InsecureSkipVerify: true})}
+	if p.Spec.Health {
+		ready = append(ready, httpReady("http://"+proc.HealthAddr+"/readyz"))
 	}
-	proc.cmd, proc.done = cmd, make(chan error, 1)
-	go func() {
-		proc.done <- cmd.Wait()
-		_ = logFile.Close()
-	}()
-	webhookAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(proc.WebhookPort))
-	dialer := &net.Dialer{Timeout: time.Second}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		select {
-		case err := <-proc.done:
-			proc.done <- err
-			log, _ := os.ReadFile(proc.LogFile)
-			return false, fmt.Errorf("the %s %s manager exited: %v\n%s", p.Spec.Name, partName(proc.Part), err, tail(log, 4096))
-		default:
-		}
-		conn, err := tls.DialWithDialer(dialer, "tcp", webhookAddr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a loopback readiness check
-		if err != nil {
-			return false, nil
-		}
-		_ = conn.Close()
-		if !p.Spec.Health {
-			return true, nil
-		}
-		resp, err := http.Get("http://" + proc.HealthAddr + "/readyz") //nolint:gosec,noctx // a loopback health check
-		if err != nil {
-			return false, nil
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for the %s %s manager (log: %s): %w", p.Spec.Name, partName(proc.Part), proc.LogFile, err)
-	}
-	return nil
+	proc.process, err = startProcess(ctx, fmt.Sprintf("%s %s manager", p.Spec.Name, partName(proc.Part)), cmd, proc.LogFile, 2*time.Minute, ready...)
+	return err
 }
 
 // deploymentArgs are the arguments of the manager container in the part's config/manager (the
@@ -510,17 +469,7 @@ func (p *CAPIProviders) stop() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, proc := range p.Processes {
-		if proc.cmd == nil {
-			continue
-		}
-		_ = proc.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-proc.done:
-		case <-time.After(10 * time.Second):
-			_ = proc.cmd.Process.Kill()
-			<-proc.done
-		}
-		proc.cmd = nil
+		proc.process.stop()
 	}
 	return os.RemoveAll(p.workDir)
 }

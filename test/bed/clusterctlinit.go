@@ -45,40 +45,7 @@ import (
 // nothing of this provider. A test installs the provider with clusterctl, then
 // StartInstalledProvider runs what clusterctl applied.
 func (b *Bed) AddBareManagement(ctx context.Context) (*Management, error) {
-	env, err := testenv.StartBareManagement()
-	if err != nil {
-		return nil, err
-	}
-	m := &Management{Env: env}
-	b.mu.Lock()
-	b.managements = append(b.managements, m)
-	b.mu.Unlock()
-	if m.ClusterCache, err = testenv.AddCAPICore(ctx, env); err != nil {
-		return nil, err
-	}
-	if b.options.Kubeadm {
-		if err := testenv.AddKubeadmProviders(ctx, env, m.ClusterCache); err != nil {
-			return nil, err
-		}
-	}
-	if err := env.StartManager(ctx); err != nil {
-		return nil, err
-	}
-	if err := installCertManagerAPI(ctx, env.Client); err != nil {
-		return nil, err
-	}
-	providers := bedProviders(b.options.Kubeadm)
-	var others []clusterctlProvider
-	for _, p := range providers {
-		if p.manifestLabel() != ProviderManifestLabel {
-			others = append(others, p)
-		}
-	}
-	if err := recordProviders(ctx, env, others); err != nil {
-		return nil, err
-	}
-	b.Nodes.AddManagement(env.Client)
-	return m, nil
+	return b.addManagement(ctx, managementSpec{start: testenv.StartBareManagement, asBeforeClusterctl: true})
 }
 
 // installCertManagerAPI plays cert-manager's API for clusterctl: its Issuer, ClusterIssuer and
@@ -173,7 +140,7 @@ func (b *Bed) CAPIRepository(dir string) (string, error) {
 // manager's loopback port with a certificate of the bed's, and runs the manager binary with the
 // Deployment's command, arguments and environment as its ServiceAccount. After `clusterctl
 // upgrade` it is called again, as a Deployment's new pod would start: the running manager is
-// stopped first.
+// stopped first. Once the manager is ready, the Deployment is marked Available.
 func (m *Management) StartInstalledProvider(ctx context.Context, o ProviderOptions) error {
 	if m.Provider != nil {
 		if err := m.Provider.cleanup(); err != nil {
@@ -209,23 +176,69 @@ func (m *Management) StartInstalledProvider(ctx context.Context, o ProviderOptio
 	if err == nil {
 		err = p.Start(ctx)
 	}
+	if err == nil {
+		// Its pod is ready: the Deployment controller would report the Deployment Available,
+		// which the Cluster API Operator reads as the provider's readiness.
+		err = MarkDeploymentAvailable(ctx, m.Env.Client, p.deployment.Namespace, p.deployment.Name)
+	}
 	if err != nil {
 		return errors.Join(err, p.cleanup())
 	}
+	p.keepWebhooksRouted(ctx)
 	m.Provider = p
 	return nil
+}
+
+// keepWebhooksRouted plays the cluster's Service routing for the installed provider's webhooks
+// until the provider stops: an installer that applies its components again (the Cluster API
+// Operator does on its reconciles) points them back at the webhook Service, which nothing routes
+// here, so the bed points them at the manager's loopback port again, as it did at the start.
+func (p *Provider) keepWebhooksRouted(ctx context.Context) {
+	routeCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	// Stopping waits for the loop to end: an apply of its own after the next manager's would
+	// point the webhooks at a port nothing serves.
+	p.stopRouting = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		_ = wait.PollUntilContextCancel(routeCtx, 250*time.Millisecond, false, func(ctx context.Context) (bool, error) {
+			objects, err := providerObjects(ctx, p.mgmt, webhookConfigurationKinds...)
+			if err != nil {
+				return false, nil // tried again on the next tick
+			}
+			for _, obj := range objects {
+				webhooks, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
+				for _, w := range webhooks {
+					if service, _, _ := unstructured.NestedMap(asMap(w), "clientConfig", "service"); service != nil {
+						_ = p.applyWebhookConfiguration(ctx, obj)
+						break
+					}
+				}
+			}
+			return false, nil
+		})
+	}()
 }
 
 // installedObjects are the provider's Deployment, Certificates and webhook configurations in
 // the management cluster, as clusterctl labels them.
 func installedObjects(ctx context.Context, c client.Client) ([]*unstructured.Unstructured, error) {
-	var objects []*unstructured.Unstructured
-	for _, gvk := range []schema.GroupVersionKind{
+	return providerObjects(ctx, c, append([]schema.GroupVersionKind{
 		appsv1.SchemeGroupVersion.WithKind("DeploymentList"),
 		{Group: "cert-manager.io", Version: "v1", Kind: "CertificateList"},
-		{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfigurationList"},
-		{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfigurationList"},
-	} {
+	}, webhookConfigurationKinds...)...)
+}
+
+// webhookConfigurationKinds are the lists of both kinds of webhook configuration.
+var webhookConfigurationKinds = []schema.GroupVersionKind{
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfigurationList"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfigurationList"},
+}
+
+// providerObjects are the objects of the given list kinds that carry the provider's label.
+func providerObjects(ctx context.Context, c client.Client, lists ...schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
+	var objects []*unstructured.Unstructured
+	for _, gvk := range lists {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk)
 		if err := c.List(ctx, list, client.MatchingLabels{"cluster.x-k8s.io/provider": ProviderManifestLabel}); err != nil {
@@ -239,6 +252,12 @@ func installedObjects(ctx context.Context, c client.Client) ([]*unstructured.Uns
 		}
 	}
 	return objects, nil
+}
+
+// asMap is v as a JSON object, or nil.
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
 }
 
 // containerFlag is the value of a --flag=value argument.

@@ -51,7 +51,9 @@ func (b *Bed) CreateBareClusterIn(ctx context.Context, namespace, name, target s
 		&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "bootstrap", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
 			Type:       clusterv1.ClusterSecretType,
-			Data:       map[string][]byte{"value": []byte("#cloud-config\nruncmd:\n- echo join\n"), "format": []byte("cloud-config")},
+			// This cluster's own, as a bootstrap provider's is: the node agent finds a VM's guest
+			// by the bootstrap data its user data carries.
+			Data: map[string][]byte{"value": []byte("#cloud-config\nruncmd:\n- echo join\n- echo cluster " + namespace + "/" + name + "\n"), "format": []byte("cloud-config")},
 		},
 		&infrav1.HarvesterCluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},

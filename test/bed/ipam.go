@@ -23,17 +23,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -58,8 +54,7 @@ type IPAMProvider struct {
 	mgmt     client.Client
 	webhooks []client.Object
 	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan error
+	process  *process
 	workDir  string
 }
 
@@ -107,10 +102,6 @@ func (b *Bed) StartIPAMProvider(ctx context.Context) (*IPAMProvider, error) {
 		return nil, errors.Join(err, os.RemoveAll(work))
 	}
 	p.mgmt = b.Management.Client
-	logFile, err := os.Create(p.LogFile)
-	if err != nil {
-		return nil, errors.Join(err, os.RemoveAll(work))
-	}
 	cmd := testenv.ProtectedCommand(context.WithoutCancel(ctx), filepath.Join(dir, "manager"),
 		"--kubeconfig="+kubeconfigPath,
 		fmt.Sprintf("--webhook-port=%d", ports[1]),
@@ -120,50 +111,19 @@ func (b *Bed) StartIPAMProvider(ctx context.Context) (*IPAMProvider, error) {
 		"--leader-elect=false",
 	)
 	cmd.Dir = work
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return nil, errors.Join(fmt.Errorf("starting the IPAM provider: %w", err), os.RemoveAll(work))
-	}
-	p.cmd, p.done = cmd, make(chan error, 1)
-	go func() {
-		p.done <- cmd.Wait()
-		_ = logFile.Close()
-	}()
-	b.mu.Lock()
-	b.ipam = append(b.ipam, p)
-	b.mu.Unlock()
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		select {
-		case err := <-p.done:
-			p.done <- err
-			return false, fmt.Errorf("the IPAM provider exited: %v (log: %s)", err, p.LogFile)
-		default:
-		}
-		resp, err := http.Get("http://" + health + "/readyz") //nolint:gosec,noctx // a loopback health check
-		if err != nil {
-			return false, nil
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("waiting for the IPAM provider to be ready: %w", err)
-	}
-	// Its readiness check does not cover the webhook server: wait for it to answer TLS with the
-	// certificate the configurations will trust.
+	// Its readiness check does not cover the webhook server: it must answer TLS with the
+	// certificate the configurations will trust as well.
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	webhookAddr := fmt.Sprintf("127.0.0.1:%d", ports[1])
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		conn, err := tls.Dial("tcp", webhookAddr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
-		if err != nil {
-			return false, nil
-		}
-		return true, conn.Close()
-	}); err != nil {
-		return nil, fmt.Errorf("waiting for the IPAM provider's webhook server: %w", err)
+	p.process, err = startProcess(ctx, "IPAM provider", cmd, p.LogFile, time.Minute, httpReady("http://"+health+"/readyz"),
+		tlsReady(webhookAddr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}))
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(work))
 	}
+	b.mu.Lock()
+	b.ipam = append(b.ipam, p)
+	b.mu.Unlock()
 	if err := p.installWebhooks(ctx, filepath.Join(dir, "webhook", "manifests.yaml"), webhookAddr, caPEM); err != nil {
 		return nil, err
 	}
@@ -232,16 +192,7 @@ func (p *IPAMProvider) Stop() error {
 		errs = append(errs, client.IgnoreNotFound(p.mgmt.Delete(context.Background(), cfg)))
 	}
 	p.webhooks = nil
-	if p.cmd != nil {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		p.cmd = nil
-	}
+	p.process.stop()
 	return errors.Join(append(errs, os.RemoveAll(p.workDir))...)
 }
 

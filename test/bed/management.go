@@ -41,35 +41,13 @@ type Management struct {
 	capiMu sync.Mutex
 	// capi are the Cluster API managers run as processes for this cluster, core first.
 	capi []*CAPIProviders
+	// operator is the Cluster API Operator when a test runs one (StartCAPIOperator).
+	operator *CAPIOperator
 }
 
 // AddManagement starts another management cluster; Stop stops it (its Clusters deleted first).
 func (b *Bed) AddManagement(ctx context.Context, o ProviderOptions) (*Management, error) {
-	env, err := testenv.StartManagementWithoutProvider()
-	if err != nil {
-		return nil, err
-	}
-	m := &Management{Env: env}
-	b.mu.Lock()
-	b.managements = append(b.managements, m)
-	b.mu.Unlock()
-	if m.ClusterCache, err = testenv.AddCAPICore(ctx, env); err != nil {
-		return nil, err
-	}
-	if b.options.Kubeadm {
-		if err := testenv.AddKubeadmProviders(ctx, env, m.ClusterCache); err != nil {
-			return nil, err
-		}
-	}
-	if err := env.StartManager(ctx); err != nil {
-		return nil, err
-	}
-	if m.Provider, err = installProvider(ctx, env, o); err != nil {
-		return nil, err
-	}
-	// The node agent finds the bootstrap data of the machines this cluster manages.
-	b.Nodes.AddManagement(env.Client)
-	return m, nil
+	return b.addManagement(ctx, managementSpec{start: testenv.StartManagementWithoutProvider, provider: &o})
 }
 
 // AddManagementOnCAPI starts another management cluster whose Cluster API core is spec's
@@ -77,7 +55,26 @@ func (b *Bed) AddManagement(ctx context.Context, o ProviderOptions) (*Management
 // CRDs, webhooks and conversion), with the provider installed as it ships. StopManagement (or the
 // bed's Stop) deletes its Clusters, then stops the provider and the CAPI processes.
 func (b *Bed) AddManagementOnCAPI(ctx context.Context, spec CAPIProviderSpec, o ProviderOptions) (*Management, error) {
-	env, err := testenv.StartManagementWithoutCAPI()
+	return b.addManagement(ctx, managementSpec{start: testenv.StartManagementWithoutCAPI, capiProcesses: &spec, provider: &o})
+}
+
+// managementSpec says how a management cluster of the bed is made: its apiserver (and the CRDs
+// it starts with), how Cluster API runs for it, and what of this provider it gets.
+type managementSpec struct {
+	start func() (*testenv.Environment, error)
+	// capiProcesses runs Cluster API as those processes; nil runs the bed's CAPI in-process
+	// (and the kubeadm providers, when the bed runs them).
+	capiProcesses *CAPIProviderSpec
+	// provider installs the provider as it ships; nil installs none.
+	provider *ProviderOptions
+	// asBeforeClusterctl adds what `clusterctl init` expects to find: cert-manager's API and
+	// Cluster API's providers in clusterctl's inventory.
+	asBeforeClusterctl bool
+}
+
+// addManagement starts a management cluster as spec says and adds it to the bed.
+func (b *Bed) addManagement(ctx context.Context, spec managementSpec) (*Management, error) {
+	env, err := spec.start()
 	if err != nil {
 		return nil, err
 	}
@@ -85,15 +82,44 @@ func (b *Bed) AddManagementOnCAPI(ctx context.Context, spec CAPIProviderSpec, o 
 	b.mu.Lock()
 	b.managements = append(b.managements, m)
 	b.mu.Unlock()
+	if spec.capiProcesses == nil {
+		if m.ClusterCache, err = testenv.AddCAPICore(ctx, env); err != nil {
+			return nil, err
+		}
+		if b.options.Kubeadm {
+			if err := testenv.AddKubeadmProviders(ctx, env, m.ClusterCache); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if err := env.StartManager(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := m.StartCAPIProviders(ctx, spec); err != nil {
-		return nil, err
+	if spec.capiProcesses != nil {
+		if _, err := m.StartCAPIProviders(ctx, *spec.capiProcesses); err != nil {
+			return nil, err
+		}
 	}
-	if m.Provider, err = installProvider(ctx, env, o); err != nil {
-		return nil, err
+	if spec.asBeforeClusterctl {
+		if err := installCertManagerAPI(ctx, env.Client); err != nil {
+			return nil, err
+		}
+		var others []clusterctlProvider
+		for _, p := range bedProviders(b.options.Kubeadm) {
+			if p.manifestLabel() != ProviderManifestLabel {
+				others = append(others, p)
+			}
+		}
+		if err := recordProviders(ctx, env, others); err != nil {
+			return nil, err
+		}
 	}
+	if spec.provider != nil {
+		if m.Provider, err = installProvider(ctx, env, *spec.provider); err != nil {
+			return nil, err
+		}
+	}
+	// The node agent finds the bootstrap data of the machines this cluster manages.
 	b.Nodes.AddManagement(env.Client)
 	return m, nil
 }
@@ -135,9 +161,12 @@ func (m *Management) stop(ctx context.Context) error {
 		errs = append(errs, m.Provider.cleanup())
 	}
 	m.capiMu.Lock()
-	capi := m.capi
-	m.capi = nil
+	capi, operator := m.capi, m.operator
+	m.capi, m.operator = nil, nil
 	m.capiMu.Unlock()
+	if operator != nil {
+		errs = append(errs, operator.Stop())
+	}
 	for _, p := range slices.Backward(capi) {
 		errs = append(errs, p.stop())
 	}

@@ -17,6 +17,7 @@ limitations under the License.
 package bed
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,6 +76,8 @@ type ProviderOptions struct {
 // a process with the Deployment's command, arguments and environment, authenticated with a token
 // of the Deployment's ServiceAccount.
 type Provider struct {
+	// stopRouting ends keepWebhooksRouted, for a provider an installer applied.
+	stopRouting func()
 	// Namespace and ServiceAccount are the Deployment's.
 	Namespace, ServiceAccount string
 	// Container is the manager container as the Deployment declares it.
@@ -103,18 +107,18 @@ type Provider struct {
 	// ending is set while the bed itself stops or kills the manager; restarts counts the times
 	// it ended by itself and was started again, as the kubelet does (restartPolicy Always);
 	// lastExit is how it ended the last time; restart is the pending restart.
+	// backoff is the kubelet's restart back-off; started is when the current run began.
 	ending   bool
 	restarts int
 	lastExit error
 	restart  *time.Timer
+	backoff  testenv.CrashBackoff
+	started  time.Time
 }
 
-// Restart back-off of a manager that ended by itself: the kubelet's for a crashing container
-// (10 s, doubled each time, at most 5 minutes). Variables for the bed's own test.
-var (
-	restartBackoff    = 10 * time.Second
-	restartBackoffMax = 5 * time.Minute
-)
+// newRestartBackoff is the restart back-off of a manager that ends by itself: the kubelet's. A
+// variable for the bed's own test.
+var newRestartBackoff = testenv.KubeletCrashBackoff
 
 // ProcessOverrides are the only flags the bed adds to the Deployment's: what a process outside a
 // pod needs. The kubeconfig (a pod gets its ServiceAccount token mounted), listen addresses (many
@@ -274,15 +278,24 @@ func (p *Provider) prepare(objects []*unstructured.Unstructured) error {
 	// The apiserver calls the webhooks through their Service's ClusterIP, which nothing routes
 	// here: the bed points them at the manager's loopback port instead (the Service wiring
 	// itself is checked statically in test/config).
-	p.toLoopback = func(cc *admissionv1.WebhookClientConfig) {
-		path := "/"
-		if cc.Service != nil {
-			path = ptr.Deref(cc.Service.Path, "/")
-		}
-		cc.URL = ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, path))
-		cc.Service, cc.CABundle = nil, caPEM
-	}
+	p.toLoopback = func(cc *admissionv1.WebhookClientConfig) { toLoopback(cc, webhookPort, caPEM) }
 	return nil
+}
+
+// toLoopback points a webhook's client configuration at the manager's loopback port, with the
+// path of its Service, or of its URL when an earlier manager's routing pointed it at its own port.
+func toLoopback(cc *admissionv1.WebhookClientConfig, port int, caPEM []byte) {
+	path := "/"
+	switch {
+	case cc.Service != nil:
+		path = ptr.Deref(cc.Service.Path, "/")
+	case cc.URL != nil:
+		if u, err := url.Parse(*cc.URL); err == nil && u.Path != "" {
+			path = u.Path
+		}
+	}
+	cc.URL = ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", port, path))
+	cc.Service, cc.CABundle = nil, caPEM
 }
 
 // applyWebhookConfiguration applies a webhook configuration of the components pointed at the
@@ -410,6 +423,7 @@ func (p *Provider) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	_, _ = fmt.Fprintln(logFile, startMarker)
 	cmd := testenv.ProtectedCommand(context.WithoutCancel(ctx), p.binary, p.Args...)
 	cmd.Env = p.env
 	cmd.Dir = p.workDir
@@ -425,7 +439,7 @@ func (p *Provider) start(ctx context.Context) error {
 		done <- err
 		p.exited(cmd, err)
 	}()
-	p.cmd, p.done = cmd, done
+	p.cmd, p.done, p.started = cmd, done, time.Now()
 	readyURL := "http://" + p.HealthAddr + "/readyz"
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
@@ -434,7 +448,7 @@ func (p *Provider) start(ctx context.Context) error {
 			return false, fmt.Errorf("the manager exited: %v (log: %s); its last lines:\n%s", err, p.LogFile, logTail(p.LogFile, 20))
 		default:
 		}
-		resp, err := http.Get(readyURL) //nolint:gosec,noctx // a loopback health check
+		resp, err := http.Get(readyURL)
 		if err != nil {
 			return false, nil
 		}
@@ -458,11 +472,10 @@ func (p *Provider) exited(cmd *exec.Cmd, err error) {
 	}
 	p.restarts++
 	p.lastExit = err
-	backoff := restartBackoff
-	for i := 1; i < p.restarts && backoff < restartBackoffMax; i++ {
-		backoff *= 2
+	if p.backoff.Initial == 0 {
+		p.backoff = newRestartBackoff()
 	}
-	backoff = min(backoff, restartBackoffMax)
+	backoff := p.backoff.Next(time.Since(p.started))
 	_, _ = fmt.Fprintf(logWriter(p.LogFile), "--- bed: the manager ended by itself (%v); starting it again in %s, as the kubelet would (restart %d) ---\n", err, backoff, p.restarts)
 	p.restart = time.AfterFunc(backoff, func() {
 		p.mu.Lock()
@@ -586,10 +599,30 @@ func (p *Provider) Exited() (bool, error) {
 	}
 }
 
+// startMarker is the line the bed writes into the log before each start of the manager.
+const startMarker = "--- bed: the manager starts ---"
+
+// WorkersStarted says whether the manager, as it runs now, has started the workers of the named
+// controller: it holds the leadership and the controller's watches have synced. (Ready, in the
+// sense of /readyz, comes before both.)
+func (p *Provider) WorkersStarted(controller string) (bool, error) {
+	log, err := p.Log()
+	if err != nil {
+		return false, err
+	}
+	if i := bytes.LastIndex(log, []byte(startMarker)); i >= 0 {
+		log = log[i:]
+	}
+	return bytes.Contains(log, []byte(`"Starting workers" controller="`+controller+`"`)), nil
+}
+
 // LogTail is the last n lines of the manager's output.
 func (p *Provider) LogTail(n int) string { return logTail(p.LogFile, n) }
 
 func (p *Provider) cleanup() error {
+	if p.stopRouting != nil {
+		p.stopRouting()
+	}
 	return errors.Join(p.Stop(), os.RemoveAll(p.workDir))
 }
 
@@ -621,7 +654,7 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 // self-signed, as controller-runtime makes it when none is given).
 func MetricsClient() *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed, loopback
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	}}
 }
 

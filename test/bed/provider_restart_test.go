@@ -26,6 +26,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
 // TestMain lets this test binary play a manager (fakeManager) when the bed's test starts it so.
@@ -74,8 +76,10 @@ func fakeManager() {
 // its Deployment's pod would be by the kubelet; one the bed stops or kills is not.
 func TestAManagerThatEndsByItselfIsStartedAgain(t *testing.T) {
 	g := NewWithT(t)
-	restartBackoff, restartBackoffMax = 200*time.Millisecond, time.Second
-	t.Cleanup(func() { restartBackoff, restartBackoffMax = 10*time.Second, 5*time.Minute })
+	newRestartBackoff = func() testenv.CrashBackoff {
+		return testenv.CrashBackoff{Initial: 200 * time.Millisecond, Max: time.Second}
+	}
+	t.Cleanup(func() { newRestartBackoff = testenv.KubeletCrashBackoff })
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
 	health := l.Addr().String()

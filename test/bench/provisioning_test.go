@@ -232,13 +232,16 @@ func startRelay(ctx context.Context, h *harvestersim.Harvester, management clien
 		cancel()
 		return nil, err
 	}
+	// The handlers below compare names with these copies: the goroutines that patch cm and hm
+	// decode each answer into them, which a handler must not read meanwhile.
+	cmName, hmName := cm.Name, hm.Name
 	p := &relayProbe{seen: map[int]time.Time{}, relayed: map[int]time.Time{}}
 	latest := make(chan int, 1) // the newest change not relayed yet
 	var active atomic.Bool
 	active.Store(true)
 	change := func(obj any) (int, bool) {
 		c, ok := obj.(*corev1.ConfigMap)
-		if !ok || c.Namespace != ns || c.Name != cm.Name || !active.Load() {
+		if !ok || c.Namespace != ns || c.Name != cmName || !active.Load() {
 			return 0, false
 		}
 		i, err := strconv.Atoi(c.Data["seq"])
@@ -274,7 +277,7 @@ func startRelay(ctx context.Context, h *harvestersim.Harvester, management clien
 	}
 	if err := addHandler(ctx, managementCache, &infrav1.HarvesterMachine{}, func(obj any) {
 		m, ok := obj.(*infrav1.HarvesterMachine)
-		if !ok || m.Namespace != ns || m.Name != hm.Name || !active.Load() {
+		if !ok || m.Namespace != ns || m.Name != hmName || !active.Load() {
 			return
 		}
 		if i, err := strconv.Atoi(m.Status.FailureDomain); err == nil {

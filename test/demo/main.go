@@ -159,7 +159,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	waitErr := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, o.timeout, true, func(ctx context.Context) (bool, error) {
 		state, err := observe(ctx, b, o)
 		if err != nil {
-			return false, nil //nolint:nilerr // shown next round
+			return false, nil
 		}
 		p.update(state.facts)
 		provisioned, endpoint = state.provisioned, state.endpoint
@@ -230,7 +230,7 @@ func serviceLoadBalancer(ctx context.Context, b *bed.Bed, o options, p *progress
 	p.say("created Service default/web (type LoadBalancer) in the guest")
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := g.Env.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
-			return false, nil //nolint:nilerr // next round
+			return false, nil
 		}
 		return len(svc.Status.LoadBalancer.Ingress) > 0, nil
 	}); err != nil {

@@ -73,26 +73,8 @@ var _ = Describe("clusterctl with a release built here", func() {
 		// release` wrote the releases (their clusterctl assets; the image archives are the bed's).
 		home, checkout := GinkgoT().TempDir(), GinkgoT().TempDir()
 		image := func(name, version string) string { return registry + "/" + name + ":" + version }
-		// The previous release's assets, as its own `make release` wrote them for its images.
-		Expect(os.CopyFS(filepath.Join(checkout, "out", "release", first), os.DirFS(filepath.Join(previous, "release")))).To(Succeed())
-		componentsFile := filepath.Join(checkout, "out", "release", first, "infrastructure-components.yaml")
-		components, err := os.ReadFile(componentsFile)
-		Expect(err).NotTo(HaveOccurred())
-		components, err = release.Retag(components, image("cluster-api-provider-harvester", first), image("harvester-cloud-controller-manager", first))
-		Expect(err).NotTo(HaveOccurred())
-		Expect(os.WriteFile(componentsFile, components, 0o644)).To(Succeed())
-
-		// Harvester as the previous release's docs set it up: its own provider-identity and
-		// admission-policy files (harvester-identity.md's set-up, run in that version's checkout);
-		// this version's again at the end, whatever happens, for the scenarios after this one.
-		harvesterAdmin, err := testBed.Harvester.Env.Kubeconfig()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(os.WriteFile(filepath.Join(home, "harvester-admin.yaml"), harvesterAdmin, 0o600)).To(Succeed())
-		harvesterEnv := []string{"KUBECONFIG=" + filepath.Join(home, "harvester-admin.yaml"), "TARGET_NAMESPACE=" + target}
-		runDocumented(documentedBlock("harvester-identity.md", "set-up"), filepath.Join(previous, "src"), harvesterEnv...)
-		DeferCleanup(func() {
-			runDocumented(documentedBlock("harvester-identity.md", "set-up"), testenv.RepoRoot(), harvesterEnv...)
-		})
+		previousReleaseInto(checkout, first, registry)
+		harvesterEnv := previousHarvesterFiles(home, target)
 		Expect(providerNamespacedVerbs()).NotTo(ContainElement("patch"), "the previous release's identity cannot patch VMs yet")
 		// clusterctl reads Cluster API's own providers' contract from their repositories: a local
 		// one, as an air-gapped site has, so that nothing here reaches GitHub.
@@ -215,6 +197,38 @@ var _ = Describe("clusterctl with a release built here", func() {
 		leakFree(target)
 	})
 })
+
+// previousReleaseInto writes the previous release's assets (PREVIOUS_RELEASE_DIR, as its own
+// `make release` wrote them) into checkout's out/release/version, for images of registry.
+func previousReleaseInto(checkout, version, registry string) {
+	GinkgoHelper()
+	dir := filepath.Join(checkout, "out", "release", version)
+	Expect(os.CopyFS(dir, os.DirFS(filepath.Join(os.Getenv("PREVIOUS_RELEASE_DIR"), "release")))).To(Succeed())
+	componentsFile := filepath.Join(dir, "infrastructure-components.yaml")
+	components, err := os.ReadFile(componentsFile)
+	Expect(err).NotTo(HaveOccurred())
+	components, err = release.Retag(components, registry+"/cluster-api-provider-harvester:"+version, registry+"/harvester-cloud-controller-manager:"+version)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.WriteFile(componentsFile, components, 0o644)).To(Succeed())
+}
+
+// previousHarvesterFiles sets Harvester up as the previous release's docs do: its own
+// provider-identity and admission-policy files (harvester-identity.md's set-up, run in that
+// version's checkout) for target; this version's again when the spec ends, whatever happens, for
+// the scenarios after it. It returns the environment of the Harvester admin's commands (an admin
+// kubeconfig written into home, and TARGET_NAMESPACE).
+func previousHarvesterFiles(home, target string) []string {
+	GinkgoHelper()
+	harvesterAdmin, err := testBed.Harvester.Env.Kubeconfig()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.WriteFile(filepath.Join(home, "harvester-admin.yaml"), harvesterAdmin, 0o600)).To(Succeed())
+	env := []string{"KUBECONFIG=" + filepath.Join(home, "harvester-admin.yaml"), "TARGET_NAMESPACE=" + target}
+	runDocumented(documentedBlock("harvester-identity.md", "set-up"), filepath.Join(os.Getenv("PREVIOUS_RELEASE_DIR"), "src"), env...)
+	DeferCleanup(func() {
+		runDocumented(documentedBlock("harvester-identity.md", "set-up"), testenv.RepoRoot(), env...)
+	})
+	return env
+}
 
 // expectInstalled checks what clusterctl installed: its inventory records the provider at the
 // version, the Deployment names the release's image, and the provider's CRDs carry clusterctl's

@@ -41,7 +41,7 @@ func (tc *testCluster) provisionedMachines(n int) []infrav1.HarvesterMachine {
 	hms := &infrav1.HarvesterMachineList{}
 	waitProgressing(fmt.Sprintf("%d provisioned HarvesterMachines", n), tc.state, func(g Gomega) {
 		g.Expect(mgmt().List(ctx, hms, client.InNamespace(tc.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: tc.Name})).To(Succeed())
-		g.Expect(len(hms.Items)).To(Equal(n), "HarvesterMachines")
+		g.Expect(hms.Items).To(HaveLen(n), "HarvesterMachines")
 		for _, hm := range hms.Items {
 			g.Expect(hm.Status.Initialization.Provisioned).To(Equal(ptr.To(true)), "%s: %v", hm.Name, hm.Status.Conditions)
 		}

@@ -202,6 +202,9 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 		}
 	})
 
+	By("cloud-init's own schema check passes the user data of both VMs (the bootstrap provider's cloud-config under ours)")
+	Expect(expectValidUserDataOf(target, name)).To(Equal(2))
+
 	By("the Nodes carry the distribution's labels: the server's roles on the control plane only")
 	nodes := &corev1.NodeList{}
 	Expect(gc.Env.Client.List(ctx, nodes)).To(Succeed())
@@ -255,6 +258,9 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 
 	if f.upgradeTo != "" {
 		upgradesAsOperationsSays(f, variables, namespace, name, gc)
+		if f.fromGit {
+			scalesFromGit(f, variables, namespace, name)
+		}
 	}
 
 	By("deleting the Cluster removes everything on Harvester")
@@ -310,6 +316,32 @@ func upgradesAsOperationsSays(f distributionFlavour, variables map[string]string
 	GinkgoWriter.Printf("%s upgrade: server and agent replaced in %s\n", f.controlPlaneKind, time.Since(start).Round(time.Second))
 }
 
+// scalesFromGit runs docs/operations.md's scaling from Git over an upgraded cluster: the manifest
+// rendered anew with WORKER_MACHINE_COUNT 2 (and the version it was upgraded to) and applied over
+// it; a second worker joins at that version, as `kubectl scale` ends (test/e2e/kubeadm_test.go).
+func scalesFromGit(f distributionFlavour, variables map[string]string, namespace, name string) {
+	GinkgoHelper()
+	By("docs/operations.md's scaling from Git: WORKER_MACHINE_COUNT rendered anew as 2 and the manifest applied over the cluster")
+	scaled := map[string]string{}
+	for k, v := range variables {
+		scaled[k] = v
+	}
+	scaled[f.versionVariable()] = f.upgradeTo
+	scaled["WORKER_MACHINE_COUNT"] = "2"
+	manifest, err := templates.Render(f.template, scaled)
+	Expect(err).NotTo(HaveOccurred())
+	applyFromGit(mgmt(), manifest)
+	waitProgressing("a second worker with its Node", clusterState(mgmt(), namespace, name), func(g Gomega) {
+		machines := &clusterv1.MachineList{}
+		g.Expect(mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+		g.Expect(machines.Items).To(HaveLen(3))
+		for _, m := range machines.Items {
+			g.Expect(m.Spec.Version).To(Equal(f.upgradeTo), "machine %s", m.Name)
+			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
+		}
+	})
+}
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
@@ -355,7 +387,7 @@ func describeMachinesIn(c client.Client, namespace, name string) string {
 	}
 	out := ""
 	for _, m := range machines.Items {
-		out += fmt.Sprintf("machine %s phase %s deleting %v node %q", m.Name, m.Status.Phase, m.DeletionTimestamp != nil, m.Status.NodeRef.Name)
+		out += fmt.Sprintf("machine %s phase %s deleting %v providerID %q node %q", m.Name, m.Status.Phase, m.DeletionTimestamp != nil, m.Spec.ProviderID, m.Status.NodeRef.Name)
 		for _, c := range m.Status.Conditions {
 			if c.Status != metav1.ConditionTrue {
 				out += fmt.Sprintf("; %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)

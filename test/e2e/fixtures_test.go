@@ -17,6 +17,7 @@ limitations under the License.
 package e2e
 
 import (
+	"crypto/rand"
 	"fmt"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -126,7 +127,7 @@ func newTestClusterWith(kubeconfig []byte, namespace, name string, sharedTarget 
 			Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
 		Type: clusterv1.ClusterSecretType,
 		Data: map[string][]byte{
-			"value":  []byte("#cloud-config\nwrite_files:\n- path: /etc/join.conf\n  content: cluster=" + name + "\nruncmd:\n- echo joining " + name + "\n"),
+			"value":  bootstrapData(namespace, name),
 			"format": []byte("cloud-config"),
 		},
 	}
@@ -216,4 +217,14 @@ func (tc *testCluster) controlPlaneMachineWith(name string, spec infrav1.Harvest
 	}
 	Expect(mgmt().Create(ctx, m)).To(Succeed())
 	return m
+}
+
+// bootstrapData is a machine's bootstrap cloud-config for the cluster namespace/name. Like a real
+// bootstrap provider's (a join token, the cluster's CA), it is this cluster's alone: the node
+// agent finds a VM's guest by the bootstrap data its user data carries, and two clusters of one
+// name (in two namespaces or two management clusters) must not take each other's VMs as their
+// Nodes.
+func bootstrapData(namespace, name string) []byte {
+	return []byte("#cloud-config\nwrite_files:\n- path: /etc/join.conf\n  content: cluster=" + namespace + "/" + name +
+		" token=" + rand.Text() + "\nruncmd:\n- echo joining " + namespace + "/" + name + "\n")
 }

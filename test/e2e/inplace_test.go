@@ -299,7 +299,7 @@ var _ = Describe("in-place updates", func() {
 			}
 		})
 		GinkgoWriter.Printf("control plane: %d machines grown in place, %d replaced, in %s\n", inPlace, replaced, time.Since(start).Round(time.Second))
-		Expect(len(seen)).To(Equal(len(before)+replaced), "a new Machine for each replaced one, none for the others")
+		Expect(seen).To(HaveLen(len(before)+replaced), "a new Machine for each replaced one, none for the others")
 
 		// At full size only (make test-full): in make test, the RKE2 spec runs operations.md's
 		// upgrade of its distribution, and deletion_test and the rest of this spec replace

@@ -187,6 +187,9 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			expectNodeAddonsOnEveryNode(g, gc, 1+workers)
 		}).Should(Succeed())
 
+		By("cloud-init's own schema check passes the user data of every VM (kubeadm's cloud-config under ours)")
+		Expect(expectValidUserDataOf(target, name)).To(Equal(1 + workers))
+
 		By("the template's CNI reached the guest through its ClusterResourceSet")
 		Eventually(func(g Gomega) {
 			g.Expect(gc.Env.Client.Get(ctx, client.ObjectKey{Namespace: "kube-flannel", Name: "kube-flannel-ds"}, &appsv1.DaemonSet{})).To(Succeed())

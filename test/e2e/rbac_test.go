@@ -33,10 +33,19 @@ import (
 
 // The manager runs with the RBAC its components ship, so a rule missing from config/rbac fails a
 // scenario: here the rule on ClusterResourceSets is taken away from the installed ClusterRole,
-// and the guest gets no addons until it is back. Run first in the suite (or alone), it also
-// catches a reconcile that waits for ever on a cache its first read of a forbidden kind made.
+// and the guest gets no addons until it is back.
 var _ = Describe("The manager's shipped RBAC", func() {
 	It("is what the manager runs with: without its ClusterResourceSet rule no guest gets addons", func() {
+		// The manager must run its controllers before the rule goes: one that starts without it
+		// does not start at all (its ClusterResourceSet watch never syncs), by design. Run first
+		// in its shard, this spec used to take the rule away while the shared manager was still
+		// waiting for its leadership.
+		workersStarted := func(g Gomega) {
+			started, err := testBed.Provider.WorkersStarted("harvestercluster")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(started).To(BeTrue(), "the manager's HarvesterCluster controller runs")
+		}
+		Eventually(workersStarted, 3*time.Minute).Should(Succeed())
 		role := &rbacv1.ClusterRole{}
 		Expect(mgmt().Get(ctx, client.ObjectKey{Name: "capi-harvester-manager-role"}, role)).To(Succeed())
 		shipped := role.DeepCopy()
@@ -56,6 +65,9 @@ var _ = Describe("The manager's shipped RBAC", func() {
 			latest.Rules = shipped.Rules
 			Expect(mgmt().Update(ctx, latest)).To(Succeed())
 			restored = true
+			// Whatever happened meanwhile (a manager restarted without the rule does not start),
+			// the next spec finds the shared manager running.
+			Eventually(workersStarted, 3*time.Minute).Should(Succeed())
 		}
 		DeferCleanup(restore)
 

@@ -22,6 +22,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -74,5 +75,31 @@ var _ = Describe("Manager restarts during provisioning", func() {
 		leakFree(tc.Target)
 		recordChaos(chaosRow{scenario: fmt.Sprintf("manager SIGKILLed %d times during provisioning", kills), runs: 1,
 			machines: machines, duplicates: dups, recovery: recovery, recoveryMeasuredFrom: "last restart -> all provisioned"})
+	})
+
+	// A manager told to stop (a rolling update's old pod) gives its lease up, so that the next
+	// leads at once instead of a lease duration later.
+	It("gives its leader lease up when stopped, and the next manager takes it", func() {
+		lease := &coordinationv1.Lease{}
+		key := client.ObjectKey{Namespace: "capi-harvester-system", Name: "controller-leader-election-capi-harvester"}
+		var holder string
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, key, lease)).To(Succeed())
+			g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
+			holder = *lease.Spec.HolderIdentity
+			g.Expect(holder).NotTo(BeEmpty(), "the shared manager leads")
+		}, 3*time.Minute).Should(Succeed())
+		Expect(testBed.Provider.Stop()).To(Succeed())
+		Expect(mgmt().Get(ctx, key, lease)).To(Succeed())
+		Expect(ptr.Deref(lease.Spec.HolderIdentity, "")).To(BeEmpty(), "the stopped manager released the lease")
+		Expect(testBed.Provider.Start(ctx)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(mgmt().Get(ctx, key, lease)).To(Succeed())
+			g.Expect(ptr.Deref(lease.Spec.HolderIdentity, "")).NotTo(BeEmpty())
+			g.Expect(*lease.Spec.HolderIdentity).NotTo(Equal(holder), "the new process leads")
+			started, err := testBed.Provider.WorkersStarted("harvestermachine")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(started).To(BeTrue())
+		}, 3*time.Minute).Should(Succeed())
 	})
 })

@@ -81,7 +81,7 @@ var _ = Describe("Taking a management cluster over from CAPHV", func() {
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-bootstrap", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
 			Type:       clusterv1.ClusterSecretType,
 			Data: map[string][]byte{
-				"value":  []byte("#cloud-config\nwrite_files:\n- path: /etc/join.conf\n  content: cluster=" + name + "\nruncmd:\n- echo joining " + name + "\n"),
+				"value":  bootstrapData(namespace, name),
 				"format": []byte("cloud-config"),
 			},
 		}
@@ -129,7 +129,16 @@ var _ = Describe("Taking a management cluster over from CAPHV", func() {
 			},
 		}
 		Expect(c.Create(ctx, md)).To(Succeed())
-		state := clusterState(c, namespace, name)
+		// Where the in-process Cluster API of this management stands with the guest: its
+		// ClusterCache must reach the guest for the Machines to get their Nodes.
+		cacheState := func() string {
+			if _, err := m.ClusterCache.GetClient(ctx, client.ObjectKey{Namespace: namespace, Name: name}); err != nil {
+				return "ClusterCache: " + err.Error() + "\n"
+			}
+			return "ClusterCache: connected\n"
+		}
+		clusterOnly := clusterState(c, namespace, name)
+		state := func() string { return clusterOnly() + cacheState() }
 		machinesWithNodes := func(n int) map[string]string {
 			uids := map[string]string{}
 			waitProgressing(fmt.Sprintf("%d Machines with their Nodes", n), state, func(gm Gomega) {

@@ -98,7 +98,7 @@ func TestKCPReachesStackedEtcdThroughTheKubelet(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca.CA)
 	// KCP's TLS settings (controlplane/kubeadm/pkg/cluster.go): the pod name is in no SAN.
-	tlsConfig := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12, InsecureSkipVerify: true} //nolint:gosec // as KCP
+	tlsConfig := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}
 	connect := func(pod string) (*etcd.Client, error) {
 		return etcd.NewClient(ctx, etcd.ClientConfiguration{
 			Endpoint: pod, Proxy: proxy.Proxy{Kind: "pods", Namespace: metav1.NamespaceSystem, KubeConfig: env.Config, Port: etcdPort},
@@ -152,7 +152,7 @@ func TestKCPReachesStackedEtcdThroughTheKubelet(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the apiserver's port through cp-a's kubelet: %v", err)
 	}
-	conn := tls.Client(raw, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // as KCP
+	conn := tls.Client(raw, &tls.Config{InsecureSkipVerify: true})
 	if err := conn.HandshakeContext(ctx); err != nil {
 		t.Fatalf("TLS with the apiserver through cp-a's kubelet: %v", err)
 	}

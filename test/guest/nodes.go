@@ -530,7 +530,7 @@ func (a *NodeAgent) register(ctx context.Context, g *Cluster, vmi *kubevirtv1.Vi
 			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 		} else {
 			// No CCM: set what it would have set, so that CAPI can match the Machine.
-			node.Spec.ProviderID = "harvester://" + string(vmOwnerUID(vmi))
+			node.Spec.ProviderID = "harvester://" + vmOwnerUID(vmi)
 		}
 		if err := c.Create(ctx, node); err != nil {
 			return "", err

@@ -81,7 +81,7 @@ func (r *kubeVIPReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if svc.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	ip := svc.Spec.LoadBalancerIP //nolint:staticcheck // what harvester-load-balancer writes and kube-vip reads
+	ip := svc.Spec.LoadBalancerIP
 	switch ip {
 	case "":
 		return ctrl.Result{}, nil

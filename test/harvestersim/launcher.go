@@ -68,7 +68,6 @@ func (h *Harvester) startVirtController(ctx context.Context) error {
 	}
 	return h.kubevirt.start(ctx, "virt-controller", filepath.Join(dir, "virt-controller"), []string{
 		"--kubeconfig", path, "--listen", "127.0.0.1", "--port", fmt.Sprint(port),
-		"--leader-elect-lease-duration", "5s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "1s",
 	}, []string{"KUBEVIRT_NAMESPACE=" + harvesterNamespace})
 }
 

@@ -55,13 +55,6 @@ type processes struct {
 	stopping bool
 }
 
-// Restart back-off of a program that ended by itself: the kubelet's for a crashing container
-// (10 s, doubled each time, at most 5 minutes).
-const (
-	restartBackoff    = 10 * time.Second
-	restartBackoffMax = 5 * time.Minute
-)
-
 type process struct {
 	name    string
 	path    string
@@ -72,9 +65,12 @@ type process struct {
 	done    chan struct{} // closed when the current run ends
 	restart *time.Timer   // the pending restart, if any
 
-	// Guarded by processes.mu: how many times it ended by itself, and how the last time.
+	// Guarded by processes.mu: how many times it ended by itself, and how the last time; the
+	// kubelet's restart back-off, and when the current run began.
 	restarts int
 	lastExit error
+	backoff  testenv.CrashBackoff
+	started  time.Time
 }
 
 func newProcesses(what, prefix string) (*processes, error) {
@@ -92,7 +88,8 @@ func (p *processes) writeFile(name string, data []byte) (string, error) {
 }
 
 func (p *processes) start(ctx context.Context, name, path string, args, env []string) error {
-	proc := &process{name: name, path: path, args: args, env: env, log: filepath.Join(p.work, name+".log")}
+	proc := &process{name: name, path: path, args: args, env: env, log: filepath.Join(p.work, name+".log"),
+		backoff: testenv.KubeletCrashBackoff()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.run(context.WithoutCancel(ctx), proc); err != nil {
@@ -118,7 +115,7 @@ func (p *processes) run(ctx context.Context, proc *process) error {
 		return fmt.Errorf("starting %s %s: %w", p.what, proc.name, err)
 	}
 	done := make(chan struct{})
-	proc.cmd, proc.done = cmd, done
+	proc.cmd, proc.done, proc.started = cmd, done, time.Now()
 	go func() {
 		err := cmd.Wait()
 		p.mu.Lock()
@@ -133,11 +130,7 @@ func (p *processes) run(ctx context.Context, proc *process) error {
 		if err == nil {
 			proc.lastExit = errors.New("exit status 0")
 		}
-		backoff := restartBackoff
-		for i := 1; i < proc.restarts && backoff < restartBackoffMax; i++ {
-			backoff *= 2
-		}
-		backoff = min(backoff, restartBackoffMax)
+		backoff := proc.backoff.Next(time.Since(proc.started))
 		_, _ = fmt.Fprintf(logFile, "--- simulated Harvester: %s ended by itself (%v); starting it again in %s, as the kubelet would (restart %d) ---\n", proc.name, proc.lastExit, backoff, proc.restarts)
 		_ = logFile.Close()
 		proc.restart = time.AfterFunc(backoff, func() {
@@ -309,6 +302,6 @@ func freeLoopbackPort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close() //nolint:errcheck // a probe
+	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }

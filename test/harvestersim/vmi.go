@@ -85,11 +85,11 @@ func (r *vmiReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		if booted, wait := r.booted(vmi); !booted {
 			requeue = wait
 		} else if !r.h.Faults.ipWithheld(vmi.Namespace, vmiOwnerName(vmi)) {
-			static, err := r.staticAddresses(ctx, vmi)
+			network, err := r.networkData(ctx, vmi)
 			if err != nil {
 				return ctrl.Result{}, err
 			}
-			if err := r.reportAddresses(vmi, static); err != nil {
+			if err := r.reportAddresses(vmi, network); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -193,8 +193,9 @@ func (r *vmiReconciler) booted(vmi *kubevirtv1.VirtualMachineInstance) (bool, ti
 // ipAddress, all of them, link-local included, in ipAddresses), plus interfaces the guest has
 // that are not in the VMI spec (a CNI bridge, as on a Kubernetes node).
 // A NIC that the guest's network-data gives static addresses (matched by its MAC, as cloud-init
-// matches) reports those instead of a DHCP lease.
-func (r *vmiReconciler) reportAddresses(vmi *kubevirtv1.VirtualMachineInstance, static map[string][]string) error {
+// matches) reports those instead of a DHCP lease. (The guest's name for a NIC stays the domain's:
+// the provider does not read it.)
+func (r *vmiReconciler) reportAddresses(vmi *kubevirtv1.VirtualMachineInstance, guest guestNetwork) error {
 	networks := map[string]kubevirtv1.Network{}
 	for _, n := range vmi.Spec.Networks {
 		networks[n.Name] = n
@@ -216,7 +217,7 @@ func (r *vmiReconciler) reportAddresses(vmi *kubevirtv1.VirtualMachineInstance, 
 			}
 		}
 		var addrs []netip.Addr
-		if ips, ok := static[strings.ToLower(iface.MAC)]; ok {
+		if ips, ok := guest.addresses[strings.ToLower(iface.MAC)]; ok {
 			for _, ip := range ips {
 				addrs = append(addrs, netip.MustParseAddr(ip))
 			}
@@ -307,9 +308,17 @@ func setVMICondition(vmi *kubevirtv1.VirtualMachineInstance, c kubevirtv1.Virtua
 	vmi.Status.Conditions = append(vmi.Status.Conditions, c)
 }
 
-// staticAddresses is what cloud-init in the guest makes of the VM's network-data (version 1 or 2):
-// the addresses of each NIC whose entry matches a MAC, by that MAC (lower case).
-func (r *vmiReconciler) staticAddresses(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (map[string][]string, error) {
+// guestNetwork is what cloud-init in the guest makes of a VM's network-data (version 1 or 2),
+// by the MAC (lower case) of each NIC an entry matches: the static addresses it gives the NIC,
+// and the name it gives it (v2's set-name, v1's name). A real guest's reading of the same data
+// is compared with it in realguest_test.go.
+type guestNetwork struct {
+	addresses map[string][]string
+	names     map[string]string
+}
+
+// networkData reads the VM's network-data Secret; a VM without one has an empty guestNetwork.
+func (r *vmiReconciler) networkData(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (guestNetwork, error) {
 	var secret string
 	for _, v := range vmi.Spec.Volumes {
 		if v.CloudInitNoCloud != nil && v.CloudInitNoCloud.NetworkDataSecretRef != nil {
@@ -317,23 +326,31 @@ func (r *vmiReconciler) staticAddresses(ctx context.Context, vmi *kubevirtv1.Vir
 		}
 	}
 	if secret == "" {
-		return nil, nil
+		return guestNetwork{}, nil
 	}
 	s := &corev1.Secret{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: secret}, s); err != nil {
-		return nil, client.IgnoreNotFound(err)
+		return guestNetwork{}, client.IgnoreNotFound(err)
 	}
+	return readNetworkData(s.Data["networkdata"]), nil
+}
+
+// readNetworkData is the simulated guest's reading of network-data; data that is not
+// network-config gives nothing (the guest's NICs fall back to DHCP).
+func readNetworkData(networkData []byte) guestNetwork {
 	var config struct {
 		Version   int `json:"version"`
 		Ethernets map[string]struct {
 			Match struct {
 				MACAddress string `json:"macaddress"`
 			} `json:"match"`
+			SetName   string   `json:"set-name"`
 			Addresses []string `json:"addresses"`
 		} `json:"ethernets"`
 		// Version 1: physical entries with their MAC and static subnets.
 		Config []struct {
 			Type       string `json:"type"`
+			Name       string `json:"name"`
 			MACAddress string `json:"mac_address"`
 			Subnets    []struct {
 				Type    string `json:"type"`
@@ -341,16 +358,22 @@ func (r *vmiReconciler) staticAddresses(ctx context.Context, vmi *kubevirtv1.Vir
 			} `json:"subnets"`
 		} `json:"config"`
 	}
-	if err := yaml.Unmarshal(s.Data["networkdata"], &config); err != nil || (config.Version != 1 && config.Version != 2) {
-		return nil, nil // not network-config: the guest's NICs fall back to DHCP
+	out := guestNetwork{addresses: map[string][]string{}, names: map[string]string{}}
+	if err := yaml.Unmarshal(networkData, &config); err != nil || (config.Version != 1 && config.Version != 2) {
+		return out
 	}
-	out := map[string][]string{}
 	add := func(mac, cidr string) {
 		if p, err := netip.ParsePrefix(cidr); err == nil && mac != "" {
-			out[strings.ToLower(mac)] = append(out[strings.ToLower(mac)], p.Addr().String())
+			out.addresses[strings.ToLower(mac)] = append(out.addresses[strings.ToLower(mac)], p.Addr().String())
+		}
+	}
+	name := func(mac, name string) {
+		if mac != "" && name != "" {
+			out.names[strings.ToLower(mac)] = name
 		}
 	}
 	for _, e := range config.Ethernets {
+		name(e.Match.MACAddress, e.SetName)
 		for _, a := range e.Addresses {
 			add(e.Match.MACAddress, a)
 		}
@@ -359,11 +382,12 @@ func (r *vmiReconciler) staticAddresses(ctx context.Context, vmi *kubevirtv1.Vir
 		if c.Type != "physical" {
 			continue
 		}
+		name(c.MACAddress, c.Name)
 		for _, sub := range c.Subnets {
 			if sub.Type == "static" || sub.Type == "static6" {
 				add(c.MACAddress, sub.Address)
 			}
 		}
 	}
-	return out, nil
+	return out
 }

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -121,7 +122,7 @@ users:
 		return admissionv1.ValidatingWebhook{
 			Name: name, AdmissionReviewVersions: []string{"v1"}, SideEffects: ptr.To(admissionv1.SideEffectClassNone),
 			FailurePolicy: ptr.To(admissionv1.Fail), TimeoutSeconds: ptr.To[int32](10),
-			ClientConfig: admissionv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://%s:%d/validate", host, port)), CABundle: serving.CA},
+			ClientConfig: admissionv1.WebhookClientConfig{URL: ptr.To("https://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/validate"), CABundle: serving.CA},
 			Rules: []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create},
 				Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}},
 			ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"reached-as": label}},

@@ -278,7 +278,7 @@ func (e *Environment) waitForWebhookServer(ctx context.Context) error {
 	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
 	dialer := &net.Dialer{Timeout: time.Second}
 	return wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
-		conn, err := tls.DialWithDialer(dialer, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a local test server
+		conn, err := tls.DialWithDialer(dialer, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
 		if err != nil {
 			return false, nil
 		}

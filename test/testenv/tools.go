@@ -32,7 +32,7 @@ func BuiltDir(envVar, script string) (string, error) {
 	if dir := os.Getenv(envVar); dir != "" {
 		return dir, nil
 	}
-	out, err := exec.Command(filepath.Join(RepoRoot(), "hack", script)).Output() //nolint:gosec // our own script
+	out, err := exec.Command(filepath.Join(RepoRoot(), "hack", script)).Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {

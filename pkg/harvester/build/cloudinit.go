@@ -35,6 +35,7 @@ import (
 // BootstrapFormat is how a bootstrap provider wrote its data.
 type BootstrapFormat string
 
+// The bootstrap formats: CAPI's `format` values and what DetectBootstrapFormat recognises.
 const (
 	FormatCloudConfig BootstrapFormat = "cloud-config"
 	FormatShellScript BootstrapFormat = "shell-script"
@@ -82,7 +83,7 @@ type UserDataInput struct {
 	Extra string
 }
 
-// ErrUserDataConflict: the machine's userData sets a key of the bootstrap data to another value,
+// ErrUserDataConflict means the machine's userData sets a key of the bootstrap data to another value,
 // or cannot reach bootstrap data of its format.
 var ErrUserDataConflict = errors.New("the machine's userData cannot be merged with the bootstrap data")
 
@@ -276,7 +277,7 @@ func mergeCloudConfig(bootstrap []byte, sshKeys []string, agent infrav1.GuestAge
 		cfg = map[string]any{}
 	}
 	if header != nil {
-		if p := jinjaIn(map[string]any(extra), ""); p != "" {
+		if p := jinjaIn(extra, ""); p != "" {
 			return nil, fmt.Errorf("%w: userData's %s holds Jinja syntax ({{, {%% or {#), which cloud-init would render in this bootstrap data's template", ErrUserDataConflict, strings.TrimPrefix(p, "."))
 		}
 	}

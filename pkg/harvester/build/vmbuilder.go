@@ -39,10 +39,12 @@ import (
 )
 
 const (
-	// LabelHostname and LabelZone are the host topology labels failure domains use.
+	// LabelHostname is a host topology label failure domains use.
 	LabelHostname = "kubernetes.io/hostname"
-	LabelZone     = corev1.LabelTopologyZone
-	LabelRegion   = corev1.LabelTopologyRegion
+	// LabelZone is a host topology label failure domains use.
+	LabelZone = corev1.LabelTopologyZone
+	// LabelRegion is a host topology label failure domains use.
+	LabelRegion = corev1.LabelTopologyRegion
 
 	// FailureDomainTopologyKey is the attribute of a failure domain that names the host label it
 	// stands for (LabelZone, or LabelHostname when hosts have no zones).
@@ -226,14 +228,14 @@ func BuildVM(input *VMInput) (*kubevirtv1.VirtualMachine, error) {
 	// The VMI gets the machine's whole name too, so that its events map back to the machine.
 	templateAnnotations := map[string]string{naming.AnnotationMachine: m.Name}
 	if len(in.KeyPairs) > 0 {
-		names, _ := json.Marshal(in.KeyPairs)
+		names, _ := json.Marshal(in.KeyPairs) //nolint:errchkjson // a []string always marshals
 		templateAnnotations[naming.AnnotationSSHNames] = string(names)
 	}
 	diskNames := make([]string, 0, len(disks))
 	for _, d := range disks {
 		diskNames = append(diskNames, d.Name)
 	}
-	names, _ := json.Marshal(diskNames)
+	names, _ := json.Marshal(diskNames) //nolint:errchkjson // a []string always marshals
 	templateAnnotations[naming.AnnotationDiskNames] = string(names)
 
 	topology := spec.CPUTopology()

@@ -267,7 +267,6 @@ func TestLongMachineNamesReachTheVM(t *testing.T) {
 	vm.Labels[naming.LabelMachine] = "cp-abcde"
 	_, name, _ = naming.MachineOf(vm)
 	g.Expect(name).To(Equal("cp-abcde"))
-
 }
 
 // A machine with CPU and memory maximums gets a VM KubeVirt can hot-plug: one core per socket

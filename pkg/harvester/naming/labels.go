@@ -80,7 +80,7 @@ const (
 	AnnotationHarvesterRunStrategy = "harvesterhci.io/vmRunStrategy"
 )
 
-// AnnotationMachine, on a VM and its VMI, holds the whole name of their HarvesterMachine, which
+// AnnotationMachine is an annotation that, on a VM and its VMI, holds the whole name of their HarvesterMachine, which
 // LabelMachine cannot hold when it is longer than a label value.
 const AnnotationMachine = "harvester.infrastructure.cluster.x-k8s.io/machine-name"
 
@@ -180,26 +180,26 @@ func (g Guest) hashKey() string {
 	return g.Namespace + "/" + g.Name + "/" + g.Mark
 }
 
-// BoundedName returns s if it has at most max characters, else a prefix of s and 10 hex
-// characters of its hash, max characters in all, ending with an alphanumeric character.
-func BoundedName(s string, max int) string {
-	if len(s) <= max {
+// BoundedName returns s if it has at most limit characters, else a prefix of s and 10 hex
+// characters of its hash, limit characters in all, ending with an alphanumeric character.
+func BoundedName(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
-	return hashedName(s, s, max)
+	return hashedName(s, s, limit)
 }
 
-// hashedName is a prefix of base, "-" and 10 hex characters of the hash of key, at most max
+// hashedName is a prefix of base, "-" and 10 hex characters of the hash of key, at most limit
 // characters (just the hash when no prefix is left). The hash covers all of key, so that names
 // that share a long prefix stay distinct.
-func hashedName(key, base string, max int) string { return hashedNameOf(key, base, max, 10) }
+func hashedName(key, base string, limit int) string { return hashedNameOf(key, base, limit, 10) }
 
 // hashedNameOf is hashedName with n hex characters of the hash.
-func hashedNameOf(key, base string, max, n int) string {
+func hashedNameOf(key, base string, limit, n int) string {
 	sum := sha256.Sum256([]byte(key))
 	suffix := hex.EncodeToString(sum[:])[:n]
-	if len(base) > max-len(suffix)-1 {
-		base = base[:max-len(suffix)-1]
+	if len(base) > limit-len(suffix)-1 {
+		base = base[:limit-len(suffix)-1]
 	}
 	if base = strings.TrimRight(base, "-."); base == "" {
 		return suffix

@@ -152,13 +152,13 @@ func keptMeta(m *metav1.ObjectMeta, labels, annotations []string) metav1.ObjectM
 	}
 }
 
-// pick returns the entries of m under keys (nil when none), without values longer than max
-// when max is not 0 (label values are at most 63 bytes: the API server sees to it).
-func pick(m map[string]string, keys []string, max int) map[string]string {
+// pick returns the entries of m under keys (nil when none), without values longer than limit
+// when limit is not 0 (label values are at most 63 bytes: the API server sees to it).
+func pick(m map[string]string, keys []string, limit int) map[string]string {
 	var out map[string]string
 	for _, k := range keys {
 		v, ok := m[k]
-		if !ok || (max > 0 && len(v) > max) {
+		if !ok || (limit > 0 && len(v) > limit) {
 			continue
 		}
 		if out == nil {
@@ -312,10 +312,10 @@ func slimLoadBalancer(o *lbv1.LoadBalancer) *lbv1.LoadBalancer {
 	return lb
 }
 
-// clip is s cut to at most max bytes.
-func clip(s string, max int) string {
-	if len(s) > max {
-		return s[:max]
+// clip is s cut to at most limit bytes.
+func clip(s string, limit int) string {
+	if len(s) > limit {
+		return s[:limit]
 	}
 	return s
 }

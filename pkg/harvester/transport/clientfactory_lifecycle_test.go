@@ -207,7 +207,7 @@ func TestFactoryLifecycleLeavesNothingBehind(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		hc, err := f.Get(ctx, other, otherIdentity, namespace, "")
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(hc == first).To(BeFalse(), "the stopped connection is handed out again")
+		g.Expect(hc).NotTo(BeIdenticalTo(first), "the stopped connection is handed out again")
 		g.Expect(hc.Cache.List(ctx, &corev1.NodeList{})).To(Succeed())
 	}, 30*time.Second).Should(Succeed())
 	f.Release(other)

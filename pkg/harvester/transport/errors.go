@@ -39,24 +39,24 @@ import (
 type Kind int
 
 const (
-	// KindRefused: Harvester answered the request with an error (a webhook's refusal, a
+	// KindRefused means Harvester answered the request with an error (a webhook's refusal, a
 	// conflict, a server error); retried with the controller's back-off.
 	KindRefused Kind = iota
-	// KindUnreachable: Harvester did not answer; retried after a fixed short wait, since no
+	// KindUnreachable means Harvester did not answer; retried after a fixed short wait, since no
 	// event comes when it answers again.
 	KindUnreachable
-	// KindAccess: the identity cannot do what the provider needs (credentials refused, a
+	// KindAccess means the identity cannot do what the provider needs (credentials refused, a
 	// permission or the target namespace missing, the identity Secret missing or unusable); a
 	// change of the identity Secret retries at once, otherwise a slow recheck.
 	KindAccess
-	// KindReference: something the spec names on Harvester (an image, keypair, network) is
+	// KindReference means something the spec names on Harvester (an image, keypair, network) is
 	// missing or not ready, or the provider's name is taken by another's object; nothing of the
 	// provider's watches those, so a recheck.
 	KindReference
-	// KindInvalid: the input cannot work as it is (a bootstrap format the provider cannot
+	// KindInvalid means the input cannot work as it is (a bootstrap format the provider cannot
 	// render, an identity's server that is not a Harvester); reported until the input changes.
 	KindInvalid
-	// KindBusy: the request waited its whole time for one of the connection's request slots
+	// KindBusy means the request waited its whole time for one of the connection's request slots
 	// while Harvester answers (slowly, say behind a Rancher proxy): queueing, not an outage. It is
 	// not reported on the object; the reconcile is done again soon.
 	KindBusy

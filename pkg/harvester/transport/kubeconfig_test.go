@@ -17,16 +17,8 @@ limitations under the License.
 package transport
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/tools/clientcmd"
@@ -158,28 +150,6 @@ func TestKubeconfigPolicyNamesMissingParts(t *testing.T) {
 	_, err = KubeconfigPolicy{}.RESTConfig([]byte("users: " + secretValue))
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).NotTo(ContainSubstring(secretValue))
-}
-
-func pemCert(der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-// unrelatedCA is a CA that signed none of the test servers' certificates.
-func unrelatedCA(t *testing.T) []byte {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "unrelated"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pemCert(der)
 }
 
 // A guest's kubeconfig Secret is read through Sanitize: the same refusals as RESTConfig, and what

@@ -44,26 +44,26 @@ func main() {
 	runtime.LockOSThread()
 
 	if len(os.Args) < 3 {
-		fail(2, "usage: pdeathsig PARENT-PID PROGRAM [ARG...]")
+		failf(2, "usage: pdeathsig PARENT-PID PROGRAM [ARG...]")
 	}
 	parent, err := strconv.Atoi(os.Args[1])
 	if err != nil || parent <= 1 {
-		fail(2, "pdeathsig: PARENT-PID %q is not the pid of a process that started us", os.Args[1])
+		failf(2, "pdeathsig: PARENT-PID %q is not the pid of a process that started us", os.Args[1])
 	}
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-		fail(126, "pdeathsig: setting the parent-death signal: %v", err)
+		failf(126, "pdeathsig: setting the parent-death signal: %v", err)
 	}
 	// The parent may have died between our fork and the prctl above: then we were already
 	// handed to another reaper, and the signal would never come.
 	if ppid := os.Getppid(); ppid != parent {
-		fail(1, "pdeathsig: the process that started %s (pid %d) is gone; not starting it", os.Args[2], parent)
+		failf(1, "pdeathsig: the process that started %s (pid %d) is gone; not starting it", os.Args[2], parent)
 	}
 	program := os.Args[2]
 	err = unix.Exec(program, os.Args[2:], os.Environ())
-	fail(127, "pdeathsig: running %s: %v", program, err)
+	failf(127, "pdeathsig: running %s: %v", program, err)
 }
 
-func fail(code int, format string, args ...any) {
+func failf(code int, format string, args ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", args...)
 	os.Exit(code)
 }
