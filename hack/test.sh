@@ -80,4 +80,17 @@ for shard in 1 2; do
 done
 echo "--- when each process ended ---"
 cat "$out/test-processes.txt"
+if [ "$status" -ne 0 ]; then
+  # The end of make test's output is often all a reader (or CI's summary) sees: the first
+  # failed spec's message, without colours, cut short, comes last.
+  for shard in 1 2; do
+    first=$(sed 's/\x1b\[[0-9;]*m//g' "$out/e2e-$shard.log" |
+      awk '/^ *\[FAILED\] / && !seen {on=1; seen=1} on {print} on && /In \[[A-Za-z]+\] at:/ {exit}' |
+      cut -c1-180 | head -n 22)
+    if [ -n "$first" ]; then
+      echo "--- shard $shard's first failure, in short (all of it in out/e2e-$shard.log) ---"
+      echo "$first"
+    fi
+  done
+fi
 exit $status
