@@ -22,16 +22,19 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -54,13 +57,17 @@ func Kind(kind string) schema.GroupVersionKind {
 
 // Manager plays CAPHV v0.10.1's manager for what a take-over meets: it pauses as Cluster API's
 // paused helper does (a Paused condition on both kinds), makes a cluster's control-plane load
-// balancer and sets its endpoint, and makes each machine's cloud-init Secret and VM, and its
-// providerID, as CAPHV's reconcilers do (names, labels, annotations, devices, volume claim
-// templates). It acts only while its Deployment has a replica, as CAPHV's pod would. It does not
-// delete: no test deletes a cluster under CAPHV. It looks every 250 ms (it is not CAPHV's
-// event-driven code, only what that code leaves).
+// balancer and sets its endpoint, and makes each machine's cloud-init Secret and VM, its
+// addresses and its providerID, as CAPHV's reconcilers do and in their order (names, labels,
+// annotations, devices, volume claim templates; the providerID once the guest has the machine's
+// Node). It acts only while its Deployment has a replica, as CAPHV's pod would. It does not
+// delete: no test deletes a cluster under CAPHV. It looks every 250 ms where CAPHV requeues
+// after 30 s or a minute: the order is CAPHV's, the waits are shortened for the tests.
 type Manager struct {
 	Management, Harvester client.Client
+
+	mu     sync.Mutex
+	guests map[string]client.Client // by kubeconfig
 }
 
 // Run acts until ctx ends, while the Deployment has a replica (as its pod would run).
@@ -224,6 +231,13 @@ const MachineTypeLabel = "harvestercluster/machinetype"
 // the tests use (lower-case DNS labels): `<namespace>-<name>-lb`.
 func LoadBalancerName(namespace, name string) string { return namespace + "-" + name + "-lb" }
 
+// reconcileMachine does what CAPHV v0.10.1's machine reconciler does, in its order: once the
+// cluster's infrastructure is ready and the Machine has bootstrap data, it makes the cloud-init
+// Secret and the VM (MachineCreated) and reports ready without a providerID; once the VM runs,
+// it reports the VMI's addresses, and it sets spec.providerID only when the guest has a Node of
+// the machine's name (that Node's providerID, or harvester://<VM UID> when it has none). So Cluster
+// API sees the providerID after the Node exists, as with CAPHV. The status is written from what
+// it finds on every look, so a write that failed is made again.
 func (m *Manager) reconcileMachine(ctx context.Context, hm *unstructured.Unstructured) error {
 	machine := &clusterv1.Machine{}
 	if ok, err := m.owner(ctx, hm, "Machine", machine); !ok || err != nil {
@@ -239,18 +253,67 @@ func (m *Manager) reconcileMachine(ctx context.Context, hm *unstructured.Unstruc
 	if err := m.addFinalizer(ctx, hm, "harvestermachine.infrastructure.cluster.x-k8s.io/finalizer"); err != nil {
 		return err
 	}
-	if id, _, _ := unstructured.NestedString(hm.Object, "spec", "providerID"); id != "" || machine.Spec.Bootstrap.DataSecretName == nil {
-		return nil
-	}
 	hc := &unstructured.Unstructured{}
 	hc.SetGroupVersionKind(Kind("HarvesterCluster"))
 	if err := m.Management.Get(ctx, client.ObjectKey{Namespace: hm.GetNamespace(), Name: cluster.Spec.InfrastructureRef.Name}, hc); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if ready, _, _ := unstructured.NestedBool(hc.Object, "status", "ready"); !ready {
-		return nil
+	if ready, _, _ := unstructured.NestedBool(hc.Object, "status", "ready"); !ready || machine.Spec.Bootstrap.DataSecretName == nil {
+		return m.setReady(ctx, hm, false, nil)
 	}
 	target, _, _ := unstructured.NestedString(hc.Object, "spec", "targetNamespace")
+	vm := &kubevirtv1.VirtualMachine{}
+	err := m.Harvester.Get(ctx, client.ObjectKey{Namespace: target, Name: hm.GetName()}, vm)
+	if client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	if apierrors.IsNotFound(err) {
+		if created, _ := conditionTrue(hm, "MachineCreated"); created {
+			return m.setReady(ctx, hm, false, nil) // CAPHV: "VM not found in Harvester"
+		}
+		if err := m.createVM(ctx, hm, machine, cluster.Name, target); err != nil {
+			return err
+		}
+		if err := m.setCondition(ctx, hm, metav1.Condition{Type: "MachineCreated", Status: metav1.ConditionTrue, Reason: "MachineCreated"}); err != nil {
+			return err
+		}
+		return m.setReady(ctx, hm, true, nil)
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := m.Harvester.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err != nil {
+		if apierrors.IsNotFound(err) {
+			return m.setReady(ctx, hm, false, nil) // not running yet
+		}
+		return err
+	}
+	var addresses []any
+	for _, nic := range vmi.Status.Interfaces {
+		addresses = append(addresses, map[string]any{"type": string(clusterv1.MachineExternalIP), "address": nic.IP})
+	}
+	if id, _, _ := unstructured.NestedString(hm.Object, "spec", "providerID"); id == "" {
+		node, err := m.guestNode(ctx, cluster, hm.GetName())
+		if err != nil || node == nil {
+			if err != nil {
+				fmt.Printf("caphv fixture: waiting for the Node of %s/%s: %v\n", hm.GetNamespace(), hm.GetName(), err)
+			}
+			return m.setReady(ctx, hm, false, addresses)
+		}
+		id = node.Spec.ProviderID
+		if id == "" {
+			id = "harvester://" + string(vm.UID)
+		}
+		if err := unstructured.SetNestedField(hm.Object, id, "spec", "providerID"); err != nil {
+			return err
+		}
+		if err := m.Management.Update(ctx, hm); err != nil {
+			return err
+		}
+	}
+	return m.setReady(ctx, hm, true, addresses)
+}
+
+// createVM makes a machine's cloud-init Secret and VM on Harvester, as CAPHV does.
+func (m *Manager) createVM(ctx context.Context, hm *unstructured.Unstructured, machine *clusterv1.Machine, cluster, target string) error {
 	bootstrap := &corev1.Secret{}
 	if err := m.Management.Get(ctx, client.ObjectKey{Namespace: hm.GetNamespace(), Name: *machine.Spec.Bootstrap.DataSecretName}, bootstrap); err != nil {
 		return client.IgnoreNotFound(err)
@@ -269,25 +332,79 @@ func (m *Manager) reconcileMachine(ctx context.Context, hm *unstructured.Unstruc
 		return err
 	}
 	_, controlPlane := hm.GetLabels()[clusterv1.MachineControlPlaneLabel]
-	vm := buildVM(hm.GetName(), target, cluster.Name, controlPlane, spec)
+	vm := buildVM(hm.GetName(), target, cluster, controlPlane, spec)
 	if err := m.Harvester.Create(ctx, vm); client.IgnoreAlreadyExists(err) != nil {
 		return fmt.Errorf("creating VM %s/%s: %w", target, vm.Name, err)
 	}
-	if err := m.Harvester.Get(ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
-		return err
+	return nil
+}
+
+// setReady writes the machine's status.ready (and initialization.provisioned, which Cluster API
+// reads for a v1beta2 contract) and its addresses, when they differ from what it has.
+func (m *Manager) setReady(ctx context.Context, hm *unstructured.Unstructured, ready bool, addresses []any) error {
+	was, _, _ := unstructured.NestedBool(hm.Object, "status", "ready")
+	provisioned, _, _ := unstructured.NestedBool(hm.Object, "status", "initialization", "provisioned")
+	had, _, _ := unstructured.NestedSlice(hm.Object, "status", "addresses")
+	if was == ready && provisioned == ready && (addresses == nil || equality.Semantic.DeepEqual(had, addresses)) {
+		return nil
 	}
-	if err := unstructured.SetNestedField(hm.Object, "harvester://"+string(vm.UID), "spec", "providerID"); err != nil {
-		return err
+	_ = unstructured.SetNestedField(hm.Object, ready, "status", "ready")
+	_ = unstructured.SetNestedField(hm.Object, ready, "status", "initialization", "provisioned")
+	if addresses != nil {
+		_ = unstructured.SetNestedSlice(hm.Object, addresses, "status", "addresses")
 	}
-	if err := m.Management.Update(ctx, hm); err != nil {
-		return err
+	return m.Management.Status().Update(ctx, hm)
+}
+
+// conditionTrue tells whether o has the condition t with status True.
+func conditionTrue(o *unstructured.Unstructured, t string) (bool, error) {
+	conditions, _, err := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conditions {
+		if c, ok := c.(map[string]any); ok && c["type"] == t {
+			return c["status"] == string(metav1.ConditionTrue), err
+		}
 	}
-	_ = unstructured.SetNestedField(hm.Object, true, "status", "ready")
-	_ = unstructured.SetNestedField(hm.Object, true, "status", "initialization", "provisioned")
-	if err := m.Management.Status().Update(ctx, hm); err != nil {
-		return err
+	return false, err
+}
+
+// guestNode reads the Node name in the cluster's guest, with the kubeconfig Cluster API keeps
+// for it (its <cluster>-kubeconfig Secret), as CAPHV does; nil when the guest has none yet.
+func (m *Manager) guestNode(ctx context.Context, cluster *clusterv1.Cluster, name string) (*corev1.Node, error) {
+	secret := &corev1.Secret{}
+	if err := m.Management.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Name + "-kubeconfig"}, secret); err != nil {
+		return nil, client.IgnoreNotFound(err)
 	}
-	return m.setCondition(ctx, hm, metav1.Condition{Type: "MachineCreated", Status: metav1.ConditionTrue, Reason: "MachineCreated"})
+	c, err := m.guestClient(secret.Data["value"])
+	if err != nil {
+		return nil, err
+	}
+	node := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return node, nil
+}
+
+// guestClient is a client of the guest a kubeconfig names, made once per kubeconfig.
+func (m *Manager) guestClient(kubeconfig []byte) (client.Client, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.guests[string(kubeconfig)]; ok {
+		return c, nil
+	}
+	config, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(config, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if m.guests == nil {
+		m.guests = map[string]client.Client{}
+	}
+	m.guests[string(kubeconfig)] = c
+	return c, nil
 }
 
 // machineSpec is the part of CAPHV's HarvesterMachine spec the fixture reads.

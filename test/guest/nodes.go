@@ -198,8 +198,20 @@ func (a *NodeAgent) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(a)
 }
 
-// Reconcile registers or updates the Node of one VMI.
+// Reconcile registers or updates the Node of one VMI. A failed look (a management or guest
+// apiserver that did not answer) is logged and made again after the agent's own back-off, at
+// most maxWait, as a kubelet retries its registration: returned as an error, it would wait
+// controller-runtime's back-off, which grows to minutes, and nothing else wakes a running VMI.
 func (a *NodeAgent) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	result, err := a.reconcile(ctx, req)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "the node agent looks again")
+		return ctrl.Result{RequeueAfter: a.backoff(req.NamespacedName)}, nil
+	}
+	return result, nil
+}
+
+func (a *NodeAgent) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	err := a.vmis.Get(ctx, req.NamespacedName, vmi)
 	if apierrors.IsNotFound(err) || (err == nil && vmi.DeletionTimestamp != nil) {
