@@ -162,6 +162,8 @@ var _ = Describe("clusterctl move", func() {
 		By("starting a second management cluster with Cluster API and the provider as it ships")
 		target, err := testBed.AddManagement(ctx, providerOptions)
 		Expect(err).NotTo(HaveOccurred())
+		// Its provider, Cluster API and apiserver stop with the spec, not with the shard.
+		DeferCleanup(func() { Expect(testBed.StopManagement(ctx, target)).To(Succeed()) })
 		for _, env := range []*testenv.Environment{testBed.Management, target.Env} {
 			Expect(bed.RecordClusterctlInstall(ctx, env, true)).To(Succeed())
 		}
