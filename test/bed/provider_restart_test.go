@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -80,10 +81,9 @@ func TestAManagerThatEndsByItselfIsStartedAgain(t *testing.T) {
 		return testenv.CrashBackoff{Initial: 200 * time.Millisecond, Max: time.Second}
 	}
 	t.Cleanup(func() { newRestartBackoff = testenv.KubeletCrashBackoff })
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreeLoopbackPort()
 	g.Expect(err).NotTo(HaveOccurred())
-	health := l.Addr().String()
-	g.Expect(l.Close()).To(Succeed())
+	health := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	dir := t.TempDir()
 	exe, err := os.Executable()
 	g.Expect(err).NotTo(HaveOccurred())

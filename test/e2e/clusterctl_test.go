@@ -18,7 +18,6 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -250,10 +249,9 @@ func expectInstalled(c client.Client, version, registry string) {
 // freeLoopbackAddress is a loopback address with a port nothing listens on now.
 func freeLoopbackAddress() string {
 	GinkgoHelper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreeLoopbackPort()
 	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 // providerNamespacedVerbs are the verbs the provider identity's namespaced ClusterRole on the

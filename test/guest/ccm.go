@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path"
 	"path/filepath"
@@ -36,6 +35,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
 // CCMDeployment is the Deployment of our cloud controller manager in templates/addons/ccm.yaml.
@@ -143,7 +144,7 @@ func (k *kubelets) ccmCommand(ctx context.Context, pod *corev1.Pod, container co
 	if err != nil || kubeconfig == "" {
 		return nil, nil, err
 	}
-	port, err := freeLoopbackPort()
+	port, err := testenv.FreeLoopbackPort()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -338,13 +339,4 @@ func (c *Cluster) CCMRunning() bool {
 		}
 	}
 	return false
-}
-
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

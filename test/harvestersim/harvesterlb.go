@@ -69,7 +69,7 @@ func (h *Harvester) startLoadBalancer(ctx context.Context) error {
 	if err := createIfMissing(ctx, h.Env.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lbSystemNamespace}}); err != nil {
 		return err
 	}
-	port, err := freeLoopbackPort()
+	port, err := testenv.FreeLoopbackPort()
 	if err != nil {
 		return err
 	}

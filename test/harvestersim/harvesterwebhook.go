@@ -102,7 +102,7 @@ func (h *Harvester) startHarvesterWebhook(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	port, err := freeLoopbackPort()
+	port, err := testenv.FreeLoopbackPort()
 	if err != nil {
 		return err
 	}

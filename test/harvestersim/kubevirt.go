@@ -118,7 +118,7 @@ func (h *Harvester) startKubeVirtAdmission(ctx context.Context) error {
 			return err
 		}
 	}
-	port, err := freeLoopbackPort()
+	port, err := testenv.FreeLoopbackPort()
 	if err != nil {
 		return err
 	}

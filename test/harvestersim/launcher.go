@@ -38,6 +38,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/test/testenv"
 )
 
 // KubeVirt's own virt-controller (the KubeVirt version
@@ -62,7 +64,7 @@ func (h *Harvester) startVirtController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	port, err := freeLoopbackPort()
+	port, err := testenv.FreeLoopbackPort()
 	if err != nil {
 		return err
 	}

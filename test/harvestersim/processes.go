@@ -296,12 +296,3 @@ func (h *Harvester) seedWebhookCertificates(ctx context.Context, namespace, serv
 	}
 	return cert.CA, nil
 }
-
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -137,6 +138,17 @@ func Start(o Options) (*Environment, error) {
 		if err := protectControlPlane(env, assets); err != nil {
 			return nil, fmt.Errorf("preparing the %s control plane: %w", o.Name, err)
 		}
+		// envtest would take the ports from the ephemeral range, where any connection's source
+		// port can take them before the processes (and a test's webhook server) bind them
+		// (FreeLoopbackPorts).
+		ports, err := FreeLoopbackPorts(3)
+		if err != nil {
+			return nil, err
+		}
+		env.WebhookInstallOptions.LocalServingHost = "127.0.0.1"
+		env.WebhookInstallOptions.LocalServingPort = ports[2]
+		env.ControlPlane.GetAPIServer().SecureServing.ListenAddr = envtest.ListenAddr{Address: "127.0.0.1", Port: strconv.Itoa(ports[0])}
+		env.ControlPlane.Etcd.URL = &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))}
 		if name := os.Getenv("TEST_APISERVER_LOG"); name != "" && strings.Contains(o.Name, name) {
 			env.ControlPlane.GetAPIServer().Out = os.Stderr
 			env.ControlPlane.GetAPIServer().Err = os.Stderr

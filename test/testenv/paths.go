@@ -21,11 +21,13 @@ package testenv
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -86,23 +88,75 @@ func DownloadModule(module, version string) (string, error) {
 	return result.Dir, nil
 }
 
-// FreeLoopbackPorts returns n loopback ports nothing listens on (for a process the bed starts
-// that takes its ports as flags).
+// FreeLoopbackPorts returns n loopback ports nothing listens on, for a process the bed starts
+// that takes its ports as flags. They come from below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), never from it: the kernel gives ports of that range to every
+// listener on port 0 and as the source port of every outgoing connection, so a port of it that
+// was free when chosen can be taken by any client's connection before the process binds it, or
+// while a process the bed restarts on the same flags is down (a restarted manager found its
+// webhook port held that way, and every later spec failed). This process never hands out the
+// same port twice.
 func FreeLoopbackPorts(n int) ([]int, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	low, high := portRange()
 	var ports []int
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close()
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 10*(high-low) {
+			return nil, fmt.Errorf("no free loopback port in %d-%d", low, high-1)
 		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		port := low + rand.IntN(high-low)
+		if handedOut[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return nil, err
+			continue // taken by something else on this machine
 		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		_ = l.Close()
+		handedOut[port] = true
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// FreeLoopbackPort is FreeLoopbackPorts(1).
+func FreeLoopbackPort() (int, error) {
+	ports, err := FreeLoopbackPorts(1)
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
+}
+
+var (
+	portsMu    sync.Mutex
+	handedOut  = map[int]bool{}
+	firstPort  = 10000 // above the ports services on a developer's machine commonly listen on
+	minRoom    = 1000  // the fewest ports a range outside the ephemeral one must have
+	ephemerals = "/proc/sys/net/ipv4/ip_local_port_range"
+)
+
+// portRange is the range [low, high) FreeLoopbackPorts chooses from: from firstPort to the
+// start of the ephemeral range, or above its end where it starts too low to leave room below
+// (Linux's default range, 32768-60999, where the file cannot be read).
+func portRange() (low, high int) {
+	start, end := 32768, 60999
+	if b, err := os.ReadFile(ephemerals); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			s, errS := strconv.Atoi(f[0])
+			e, errE := strconv.Atoi(f[1])
+			if errS == nil && errE == nil {
+				start, end = s, e
+			}
+		}
+	}
+	switch {
+	case start-firstPort >= minRoom:
+		return firstPort, start
+	case 65535-end >= minRoom:
+		return end + 1, 65536
+	default:
+		return firstPort, 65536 // no room outside the ephemeral range: the old race remains
+	}
 }
