@@ -19,11 +19,13 @@ package e2e
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
@@ -256,17 +258,46 @@ func provisionsOn(m onManagement, f distributionFlavour, namespace, name, firstI
 	Expect(providerClient.List(ctx, viaProvider)).To(Succeed())
 	Expect(viaProvider.Items).To(HaveLen(2))
 
+	inGit := manifest
 	if f.upgradeTo != "" {
 		upgradesAsOperationsSays(f, variables, namespace, name, gc)
 		if f.fromGit {
-			scalesFromGit(f, variables, namespace, name)
+			inGit = scalesFromGit(f, variables, namespace, name)
 		}
 	}
 
-	By("deleting the Cluster removes everything on Harvester")
-	Expect(m.client.Delete(ctx, cluster)).To(Succeed())
+	if f.fromGit {
+		By("docs/operations.md's deletion from Git: every object of the file deleted at once, as Fleet's agent removes a deleted file's resources, removes everything on Harvester")
+		deleteFromGit(m.client, inGit, namespace, name)
+	} else {
+		By("deleting the Cluster removes everything on Harvester")
+		Expect(m.client.Delete(ctx, cluster)).To(Succeed())
+	}
 	clusterGone(m.client, namespace, name)
 	leakFree(target)
+}
+
+// deleteFromGit deletes every object of a manifest at the same moment, as Fleet's agent does with
+// the resources of a file deleted from Git (a Helm uninstall, which waits for nothing), and waits
+// until all of them are gone (namespace/name: the file's Cluster, for the wait's report).
+func deleteFromGit(c client.Client, manifest []byte, namespace, name string) {
+	GinkgoHelper()
+	objs, err := testenv.DecodeObjects(manifest)
+	Expect(err).NotTo(HaveOccurred())
+	var wg sync.WaitGroup
+	for _, o := range objs {
+		wg.Go(func() {
+			defer GinkgoRecover()
+			Expect(client.IgnoreNotFound(c.Delete(ctx, o))).To(Succeed(), "deleting %s %s", o.GetKind(), o.GetName())
+		})
+	}
+	wg.Wait()
+	waitProgressing("every object of the file deleted", clusterState(c, namespace, name), func(g Gomega) {
+		for _, o := range objs {
+			err := c.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopy())
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s %s is still there (%v)", o.GetKind(), o.GetName(), err)
+		}
+	})
 }
 
 // upgradesAsOperationsSays runs docs/operations.md's upgrade for RKE2 and K3s, with its commands or
@@ -319,7 +350,8 @@ func upgradesAsOperationsSays(f distributionFlavour, variables map[string]string
 // scalesFromGit runs docs/operations.md's scaling from Git over an upgraded cluster: the manifest
 // rendered anew with WORKER_MACHINE_COUNT 2 (and the version it was upgraded to) and applied over
 // it; a second worker joins at that version, as `kubectl scale` ends (test/e2e/kubeadm_test.go).
-func scalesFromGit(f distributionFlavour, variables map[string]string, namespace, name string) {
+// It returns the manifest it applied.
+func scalesFromGit(f distributionFlavour, variables map[string]string, namespace, name string) (applied []byte) {
 	GinkgoHelper()
 	By("docs/operations.md's scaling from Git: WORKER_MACHINE_COUNT rendered anew as 2 and the manifest applied over the cluster")
 	scaled := map[string]string{}
@@ -340,6 +372,7 @@ func scalesFromGit(f distributionFlavour, variables map[string]string, namespace
 			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node", m.Name)
 		}
 	})
+	return manifest
 }
 
 func lastLines(s string, n int) string {
