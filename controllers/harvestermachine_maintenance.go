@@ -44,6 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
@@ -156,6 +157,7 @@ func (r *HarvesterMachineReconciler) reconcileHostMaintenance(ctx context.Contex
 		}
 		migration := vmi.Status.MigrationState
 		migrating := migration != nil && !migration.Completed && !migration.Failed
+		migratable, notMigratable := harvester.LiveMigratable(vmi)
 		switch {
 		case migrating:
 			setMaintenanceCondition(hm, metav1.ConditionTrue, infrav1.MigratingReason,
@@ -165,10 +167,10 @@ func (r *HarvesterMachineReconciler) reconcileHostMaintenance(ctx context.Contex
 			// The VM runs (and the machine stays Ready) until its guest node is drained.
 			stopped, res, err := r.drainAndStop(ctx, s, vms, vm, vmi.Status.NodeName, why)
 			return stopped, res, err
-		case why != "" && !liveMigratable(vmi):
+		case why != "" && !migratable:
 			setMaintenanceCondition(hm, metav1.ConditionTrue, infrav1.MigrationBlockedReason, fmt.Sprintf(
 				"%s, but KubeVirt says the VM cannot live-migrate (%s): the host's drain waits for it; the machine's hostMaintenance.policy DrainAndRestart would drain the guest node and restart the VM elsewhere",
-				why, liveMigratableMessage(vmi)))
+				why, notMigratable))
 			return false, ctrl.Result{}, nil
 		}
 	}
@@ -433,25 +435,6 @@ func nodeIsReady(node *corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-// liveMigratable reads KubeVirt's LiveMigratable condition of a VMI (true when it is not there).
-func liveMigratable(vmi *kubevirtv1.VirtualMachineInstance) bool {
-	for _, c := range vmi.Status.Conditions {
-		if c.Type == kubevirtv1.VirtualMachineInstanceIsMigratable {
-			return c.Status != corev1.ConditionFalse
-		}
-	}
-	return true
-}
-
-func liveMigratableMessage(vmi *kubevirtv1.VirtualMachineInstance) string {
-	for _, c := range vmi.Status.Conditions {
-		if c.Type == kubevirtv1.VirtualMachineInstanceIsMigratable {
-			return strings.TrimSpace(c.Reason + ": " + c.Message)
-		}
-	}
-	return ""
 }
 
 // specRunStrategy is the run strategy the machine's VM is made with.

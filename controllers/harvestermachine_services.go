@@ -20,7 +20,6 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
@@ -50,13 +49,8 @@ type vmService interface {
 	// SetRunStrategy sets the VM's run strategy and annotations (nil removes), locked to vm's
 	// version.
 	SetRunStrategy(ctx context.Context, vm *kubevirtv1.VirtualMachine, strategy kubevirtv1.VirtualMachineRunStrategy, annotations map[string]*string) error
-	// Resize sets the VM's CPU sockets and guest memory (nil: unchanged), locked to vm's
-	// version; a refusal is an Invalid or BadRequest API error.
-	Resize(ctx context.Context, vm *kubevirtv1.VirtualMachine, sockets *uint32, guest *resource.Quantity) error
-	// Volume reads a volume of the machine's VM (nil when there is none); GrowVolume raises its
-	// requested size, locked to its version (a refusal is an Invalid or Forbidden API error).
-	Volume(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
-	GrowVolume(ctx context.Context, pvc *corev1.PersistentVolumeClaim, size resource.Quantity) error
+	// Resizer sets the VM's CPU sockets and guest memory and grows its volumes.
+	harvester.Resizer
 }
 
 // machineServices connect a machine's reconcile to its Harvester.

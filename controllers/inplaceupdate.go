@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 )
 
@@ -149,7 +150,7 @@ func (h *InPlaceUpdates) UpdateMachine(ctx context.Context, req *runtimehooksv1.
 		resp.RetryAfterSeconds = InPlaceUpdateRetry
 		resp.Message = "waiting for the machine's reconcile to see the change"
 	case c.Status == metav1.ConditionTrue:
-		resp.Message = "the VM has " + sizeText(&hm.Spec)
+		resp.Message = "the VM has " + harvester.SizeText(&hm.Spec)
 	case c.Reason == infrav1.ResizingReason:
 		resp.RetryAfterSeconds = InPlaceUpdateRetry
 		resp.Message = c.Message

@@ -228,7 +228,7 @@ func keptVMVolumes(volumes []kubevirtv1.Volume) []kubevirtv1.Volume {
 }
 
 // keptVMIConditions are the VMI conditions a machine reads: vmiWaitReason (scheduling),
-// liveMigratable (controllers), pendingResize (hotplug).
+// LiveMigratable and pendingResize (pkg/harvester's resize).
 var keptVMIConditions = []kubevirtv1.VirtualMachineInstanceConditionType{
 	kubevirtv1.VirtualMachineInstanceConditionType(corev1.PodScheduled),
 	kubevirtv1.VirtualMachineInstanceIsMigratable,
