@@ -69,6 +69,9 @@ type Config struct {
 	MACs []string
 	// MemoryMiB is the guest's memory (1024 when 0).
 	MemoryMiB int
+	// NoAgent masks the image's guest agent (systemd.mask on the kernel's command line): a guest
+	// whose image has none. The virtio-serial channel stays, as KubeVirt always adds it.
+	NoAgent bool
 }
 
 // Guest is a running guest.
@@ -106,11 +109,15 @@ func Boot(ctx context.Context, img Image, cfg Config) (*Guest, error) {
 	if memory == 0 {
 		memory = 1024
 	}
+	kernelArgs := "root=/dev/vda rw console=ttyS0"
+	if cfg.NoAgent {
+		kernelArgs += " systemd.mask=qemu-guest-agent.service"
+	}
 	args := []string{
 		"-accel", accel, "-m", fmt.Sprint(memory), "-smp", "1",
 		"-display", "none", "-serial", "file:" + g.ConsolePath(), "-monitor", "none", "-no-reboot",
 		"-kernel", filepath.Join(img.Dir, "vmlinuz"), "-initrd", filepath.Join(img.Dir, "initrd.img"),
-		"-append", "root=/dev/vda rw console=ttyS0",
+		"-append", kernelArgs,
 		// The image is shared by every guest: each writes to a temporary overlay (in dir).
 		"-drive", "file=" + filepath.Join(img.Dir, "root.img") + ",if=virtio,format=raw,snapshot=on",
 		"-drive", "file=" + filepath.Join(dir, "seed.iso") + ",if=virtio,format=raw,readonly=on",
@@ -184,6 +191,20 @@ func (g *Guest) Console(n int) string {
 		fmt.Fprintf(&b, "--- %s ---\n%s\n", filepath.Base(f), strings.Join(lines[max(0, len(lines)-n):], "\n"))
 	}
 	return b.String()
+}
+
+// ConsoleReport is what the guest last wrote to its serial console on a line of its own that
+// starts with prefix and a space (the rest of that line); ok is false while there is none. A
+// guest without an agent reports that way: a command of its user data writes the line, again and
+// again, so that a kernel message written into the middle of one does not lose it.
+func (g *Guest) ConsoleReport(prefix string) (report string, ok bool) {
+	data, _ := os.ReadFile(g.ConsolePath())
+	for _, line := range strings.Split(strings.ReplaceAll(string(data), "\r", ""), "\n") {
+		if rest, found := strings.CutPrefix(line, prefix+" "); found {
+			report, ok = rest, true
+		}
+	}
+	return report, ok
 }
 
 // Exited says whether QEMU has ended, and how.

@@ -56,8 +56,11 @@ const machineUserData = `write_files:
 // exactly the addresses of its entry and the name the entry gives it; a NIC without addresses gets a DHCP lease; the user's
 // cloud-config and the bootstrap data both take effect, the bootstrap's Jinja rendered with the
 // VM's name. Network-config version 2 (the default) with the NICs in the VM's order, and
-// version 1 with them in the reverse order, so that only their MACs can match them.
+// version 1 with them in the reverse order, so that only their MACs can match them. The first
+// guest has spec.guestAgent Enable; the second Install, with no mirror to reach (the guest's
+// networks lead nowhere): cloud-init still reports no error, the image having the agent.
 func TestRealGuestAppliesTheProvidersCloudInit(t *testing.T) {
+	t.Parallel()
 	img, err := guestvm.ImageFromEnv()
 	if err != nil {
 		t.Skipf("no real guest here: %v", err)
@@ -66,9 +69,10 @@ func TestRealGuestAppliesTheProvidersCloudInit(t *testing.T) {
 		name     string
 		version  int32
 		reversed bool
+		agent    infrav1.GuestAgent
 	}{
-		{name: "v2", version: 2},
-		{name: "v1", version: 1, reversed: true},
+		{name: "v2", version: 2, agent: infrav1.GuestAgentEnable},
+		{name: "v1", version: 1, reversed: true, agent: infrav1.GuestAgentInstall},
 	} {
 		t.Run("network-config "+tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -91,7 +95,7 @@ func TestRealGuestAppliesTheProvidersCloudInit(t *testing.T) {
 			networkData, err := build.BuildNetworkData(nics, tc.version)
 			g.Expect(err).NotTo(HaveOccurred())
 			userData, _, err := build.BuildUserData(build.UserDataInput{
-				Bootstrap: []byte(bootstrapData), Extra: machineUserData, GuestAgent: infrav1.GuestAgentEnable,
+				Bootstrap: []byte(bootstrapData), Extra: machineUserData, GuestAgent: tc.agent,
 			})
 			g.Expect(err).NotTo(HaveOccurred())
 			macs := make([]string, 0, len(nics))
@@ -123,6 +127,14 @@ func TestRealGuestAppliesTheProvidersCloudInit(t *testing.T) {
 			}, 8*time.Minute, 2*time.Second).Should(Succeed(), diagnose)
 			g.Expect(result.V1.Datasource).To(HavePrefix("DataSourceNoCloud"), diagnose)
 			g.Expect(result.V1.Errors).To(BeEmpty(), diagnose)
+			if tc.agent == infrav1.GuestAgentInstall {
+				// No mirror is reachable: apt's index refresh fails with warnings only, and the
+				// install finds the image's agent, so cloud-init reports no error.
+				out, err := guest.ReadFile(ctx, "/var/log/cloud-init-output.log")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(string(out)).To(ContainSubstring("Failed to fetch"), "the guest reached no mirror")
+				g.Expect(string(out)).To(ContainSubstring("qemu-guest-agent is already the newest version"))
+			}
 
 			ifaces, err := guest.Interfaces(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -165,4 +177,110 @@ func TestRealGuestAppliesTheProvidersCloudInit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reportBootstrap is bootstrap data for a guest without an agent to ask: its commands run, and a
+// unit of its own writes what the test reads to the serial console, every two seconds once
+// cloud-init is done (guestvm.ConsoleReport): cloud-init's result, the guest's addresses
+// (ip -j), the agent's state and what the bootstrap's command wrote.
+const reportBootstrap = `#cloud-config
+write_files:
+- path: /usr/local/bin/report
+  permissions: "0755"
+  content: |
+    #!/bin/sh
+    while sleep 2; do
+      [ -f /run/cloud-init/result.json ] || continue
+      echo "GUEST-RESULT $(tr -d '\n' < /run/cloud-init/result.json)" > /dev/ttyS0
+      echo "GUEST-ADDRS $(ip -j addr show | tr -d '\n')" > /dev/ttyS0
+      echo "GUEST-AGENT $(systemctl is-active qemu-guest-agent.service)" > /dev/ttyS0
+      echo "GUEST-JOINED $(cat /run/capi/joined)" > /dev/ttyS0
+    done
+runcmd:
+- "mkdir -p /run/capi && echo joined > /run/capi/joined"
+- [systemd-run, --unit=guest-report, /usr/local/bin/report]
+`
+
+// A real guest with no guest agent, as docs/guest-images.md allows for a site without a package
+// mirror (spec.guestAgent None, the management NIC's addresses from an IP pool): cloud-init
+// applies the static addresses by MAC and runs the bootstrap's commands without contacting a
+// mirror (none is reachable: the guest's networks lead nowhere) and without an error, and no agent
+// answers, so the addresses the provider claimed are the only ones the machine can report
+// (provisioned from them: test/e2e/ipam_test.go).
+func TestRealGuestWithoutAnAgentTakesItsStaticAddresses(t *testing.T) {
+	t.Parallel()
+	img, err := guestvm.ImageFromEnv()
+	if err != nil {
+		t.Skipf("no real guest here: %v", err)
+	}
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	name := "guest-no-agent"
+	nics := []build.StaticNIC{
+		{Name: "mgmt", MAC: build.StaticMAC("ns", name, "mgmt"), Addresses: []build.StaticAddress{
+			{Address: netip.MustParseAddr("10.10.0.15"), Prefix: 24, Gateway: netip.MustParseAddr("10.10.0.1")},
+		}},
+		{Name: "lease", MAC: build.StaticMAC("ns", name, "lease")}, // DHCP
+	}
+	networkData, err := build.BuildNetworkData(nics, 2)
+	g.Expect(err).NotTo(HaveOccurred())
+	userData, _, err := build.BuildUserData(build.UserDataInput{Bootstrap: []byte(reportBootstrap), GuestAgent: infrav1.GuestAgentNone})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(userData)).NotTo(ContainSubstring("packages"), "None adds nothing for the agent")
+	g.Expect(string(userData)).NotTo(ContainSubstring("enable --now"), "None adds nothing for the agent")
+
+	guest, err := guestvm.Boot(ctx, img, guestvm.Config{Name: name, UserData: userData, NetworkData: networkData,
+		MACs: []string{nics[0].MAC, nics[1].MAC}, NoAgent: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(guest.Stop()).To(Succeed()) }()
+	diagnose := func() string { return guest.Console(40) }
+
+	var result struct {
+		V1 struct {
+			Datasource string   `json:"datasource"`
+			Errors     []string `json:"errors"`
+		} `json:"v1"`
+	}
+	var links []struct {
+		Name     string `json:"ifname"`
+		MAC      string `json:"address"`
+		AddrInfo []struct {
+			Local  string `json:"local"`
+			Prefix int    `json:"prefixlen"`
+		} `json:"addr_info"`
+	}
+	g.Eventually(func(g Gomega) {
+		exited, err := guest.Exited()
+		g.Expect(exited).To(BeFalse(), "QEMU ended: %v", err)
+		for prefix, into := range map[string]any{"GUEST-RESULT": &result, "GUEST-ADDRS": &links} {
+			report, ok := guest.ConsoleReport(prefix)
+			g.Expect(ok).To(BeTrue(), "no %s line yet", prefix)
+			g.Expect(json.Unmarshal([]byte(report), into)).To(Succeed(), prefix)
+		}
+		joined, _ := guest.ConsoleReport("GUEST-JOINED")
+		g.Expect(joined).To(Equal("joined"), "the bootstrap's command ran")
+	}, 8*time.Minute, 2*time.Second).Should(Succeed(), diagnose)
+	g.Expect(result.V1.Datasource).To(HavePrefix("DataSourceNoCloud"), diagnose)
+	g.Expect(result.V1.Errors).To(BeEmpty(), diagnose)
+	agent, _ := guest.ConsoleReport("GUEST-AGENT")
+	g.Expect(agent).NotTo(Equal("active"), "the image's agent is masked")
+	_, err = guest.Interfaces(ctx)
+	g.Expect(err).To(MatchError(guestvm.ErrAgentNotReady), "no agent answers")
+
+	guestAddrs := map[string][]string{} // by MAC: the global addresses, as ip shows them
+	names := map[string]string{}
+	for _, l := range links {
+		for _, a := range l.AddrInfo {
+			if addr := netip.MustParseAddr(a.Local); !addr.IsLinkLocalUnicast() && !addr.IsLoopback() {
+				guestAddrs[l.MAC] = append(guestAddrs[l.MAC], a.Local)
+			}
+		}
+		names[l.MAC] = l.Name
+	}
+	simulated := readNetworkData(networkData)
+	g.Expect(names[nics[0].MAC]).To(Equal("mgmt"), "the network-data names the management NIC")
+	g.Expect(guestAddrs[nics[0].MAC]).To(ConsistOf(simulated.addresses[nics[0].MAC]), "the claimed address, and only it")
+	g.Expect(guestAddrs[nics[1].MAC]).To(ContainElement(HavePrefix("10.0.2.")), "QEMU's DHCP server leased an address: %v", links)
 }
