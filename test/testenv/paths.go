@@ -132,7 +132,7 @@ func FreeLoopbackPort() (int, error) {
 var (
 	portsMu    sync.Mutex
 	handedOut  = map[int]bool{}
-	firstPort  = 10000 // above the ports services on a developer's machine commonly listen on
+	firstPort  = 20000 // above the ports Kubernetes components (10250-10259) and services on a developer's machine listen on by default
 	minRoom    = 1000  // the fewest ports a range outside the ephemeral one must have
 	ephemerals = "/proc/sys/net/ipv4/ip_local_port_range"
 )
