@@ -47,6 +47,7 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/ipam"
 )
 
 // staleReadRetry is how soon a reconcile whose status patch found a newer HarvesterMachine than
@@ -200,7 +201,7 @@ func (r *HarvesterMachineReconciler) reconcileNormal(ctx context.Context, s *mac
 		return ctrl.Result{RequeueAfter: ipAddressRecheck}, nil
 	}
 	if ipReady && hm.Spec.ProviderID == "" {
-		hm.Status.Addresses = claimedMachineAddresses(hm)
+		hm.Status.Addresses = ipam.MachineAddresses(hm)
 	}
 	if s.machine.Spec.Bootstrap.DataSecretName == nil {
 		setVMCondition(hm, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason, "waiting for the bootstrap provider to write the bootstrap data")
@@ -261,10 +262,10 @@ func (r *HarvesterMachineReconciler) createVM(ctx context.Context, s *machineSco
 	if util.IsControlPlaneMachine(s.machine) {
 		req.Role = naming.RoleControlPlane
 	}
-	if usesIPPools(&hm.Spec) {
+	if ipam.UsesIPPools(&hm.Spec) {
 		// The webhook and the CRD refuse networkData together with IP pools.
 		var err error
-		if req.NetworkData, req.MACAddresses, err = staticNetworkData(hm); err != nil {
+		if req.NetworkData, req.MACAddresses, err = ipam.NetworkData(hm); err != nil {
 			setIPCondition(hm, metav1.ConditionFalse, infrav1.IPAddressClaimFailedReason, "rendering the network-data: "+err.Error())
 			return ctrl.Result{}, nil //nolint:nilerr // reported as a condition; a change of the machine or its addresses brings it back
 		}
@@ -309,7 +310,7 @@ func (r *HarvesterMachineReconciler) observe(ctx context.Context, s *machineScop
 	}
 	if st.VMI != nil && st.VMI.Status.Phase == kubevirtv1.Running {
 		// The claimed addresses stay first, also before the guest agent reports them.
-		hm.Status.Addresses = claimedMachineAddresses(hm)
+		hm.Status.Addresses = ipam.MachineAddresses(hm)
 		for _, a := range st.Addresses {
 			ma := clusterv1.MachineAddress{Type: clusterv1.MachineAddressType(a.Type), Address: a.Address}
 			if !slices.Contains(hm.Status.Addresses, ma) {
@@ -364,7 +365,7 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 		// has not recorded its owner mark has made nothing, nor could the machine; with the
 		// skip annotation the user asked for no cleanup.
 		ctrl.LoggerFrom(ctx).Info("removing the finalizer without cleanup on Harvester")
-		if err := r.releaseIPAddresses(ctx, hm); err != nil {
+		if err := r.ipam().Release(ctx, hm); err != nil {
 			return ctrl.Result{}, err
 		}
 		controllerutil.RemoveFinalizer(hm, infrav1.MachineFinalizer)
@@ -384,7 +385,7 @@ func (r *HarvesterMachineReconciler) reconcileDelete(ctx context.Context, s *mac
 		return ctrl.Result{RequeueAfter: fallbackRequeue}, nil // the deletion events of the VM and its volumes bring us back
 	}
 	// The addresses go back to their pools only now that the VM using them is gone.
-	if err := r.releaseIPAddresses(ctx, hm); err != nil {
+	if err := r.ipam().Release(ctx, hm); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.svc().release(s)

@@ -79,7 +79,7 @@ func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr c
 			builder.WithPredicates(clusterChangedForMachines)).
 		// Static addresses: a claim's binding, and its IPAddress appearing in the cache.
 		Watches(&ipamv1.IPAddressClaim{}, filtered(controllerOwner("HarvesterMachine"))).
-		Watches(&ipamv1.IPAddress{}, filtered(r.ipAddressToMachine)).
+		Watches(&ipamv1.IPAddress{}, filtered(r.ipam().MachineOf)).
 		Watches(&clusterv1.Cluster{}, filtered(r.clusterToMachines),
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log))).
 		Build(r)

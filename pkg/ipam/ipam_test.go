@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controllers
+package ipam
 
 import (
 	"testing"
@@ -39,12 +39,12 @@ func TestClaimedAddressesFollowTheManagementNIC(t *testing.T) {
 		{Interface: "nic-0", Pool: "InClusterIPPool/storage", Claim: "a", Address: "10.1.0.5/24", Gateway: "10.1.0.1"},
 		{Interface: "nic-1", Pool: "InClusterIPPool/mgmt", Claim: "b", Address: "10.0.0.5/24", Gateway: "10.0.0.1"},
 	}
-	g.Expect(claimedMachineAddresses(hm)).To(ConsistOf(
+	g.Expect(MachineAddresses(hm)).To(ConsistOf(
 		clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: "10.0.0.5"},
 		clusterv1.MachineAddress{Type: clusterv1.MachineExternalIP, Address: "10.1.0.5"},
 	))
 
-	data, macs, err := staticNetworkData(hm)
+	data, macs, err := NetworkData(hm)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(macs).To(HaveLen(2))
 	g.Expect(string(data)).To(ContainSubstring("10.0.0.1"), "the management NIC's gateway is the default route")
