@@ -44,8 +44,8 @@ import (
 // Installed and upgraded as Rancher Turtles does it (docs/gitops-and-rancher.md): the real Cluster
 // API Operator (v0.27.0, the one Turtles v0.27 compiles in) installs the previous release from a
 // ConfigMap, as an air-gapped Rancher site gives it, from the CAPIProvider the docs apply; a
-// cluster comes up through that installation; the docs' patch of the CAPIProvider moves the
-// provider to this version, and the operator upgrades it with the cluster running and nothing
+// cluster comes up through that installation; the CAPIProvider's file with this version, applied
+// server-side over it as Fleet applies a changed file, moves the provider to this version, and the operator upgrades it with the cluster running and nothing
 // re-created on Harvester. The bed plays Turtles' mapping of a CAPIProvider onto the operator
 // (bed.OperatorObjectsOf), and the kubelet for the Deployments the operator applies.
 var _ = Describe("The Cluster API Operator, as Rancher Turtles runs it", func() {
@@ -187,7 +187,7 @@ kubectl apply -f cluster.yaml`,
 		before := vms()
 		Expect(before).To(HaveLen(2))
 
-		By("docs/gitops-and-rancher.md: this version's Harvester files, its ConfigMap and the CAPIProvider's patch; the operator upgrades the provider")
+		By("docs/gitops-and-rancher.md: this version's Harvester files, its ConfigMap and the CAPIProvider's file with the new version, applied server-side as Fleet applies it; the operator upgrades the provider")
 		runDocumented(documentedBlock("operations.md", "upgrade-harvester-identity"), testenv.RepoRoot(), harvesterEnv...)
 		runDocumented(documentedBlock("gitops-and-rancher.md", "airgapped-configmap"), checkout, append(env, "VERSION="+second)...)
 		runDocumented(documentedBlock("gitops-and-rancher.md", "airgapped-upgrade"), checkout, append(env, "VERSION="+second)...)
