@@ -138,16 +138,15 @@ func TestRealGuestAppliesTheProvidersCloudInit(t *testing.T) {
 
 			ifaces, err := guest.Interfaces(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
-			guestAddrs := map[string][]string{} // by MAC: the global addresses
-			names := map[string]string{}
+			byMAC := map[string]nicSeen{}
 			for _, i := range ifaces {
+				n := nicSeen{name: i.Name}
 				for _, a := range i.IPAddresses {
-					if addr := netip.MustParseAddr(a.Address); !addr.IsLinkLocalUnicast() && !addr.IsLoopback() {
-						guestAddrs[i.HardwareAddress] = append(guestAddrs[i.HardwareAddress], a.Address)
-					}
+					n = n.with(a.Address)
 				}
-				names[i.HardwareAddress] = i.Name
+				byMAC[i.HardwareAddress] = n
 			}
+			guestAddrs, names := split(byMAC)
 			simulated := readNetworkData(networkData)
 			for _, n := range nics {
 				g.Expect(names[n.MAC]).To(Equal(n.Name), "the network-data names NIC %s", n.Name)
@@ -269,18 +268,40 @@ func TestRealGuestWithoutAnAgentTakesItsStaticAddresses(t *testing.T) {
 	_, err = guest.Interfaces(ctx)
 	g.Expect(err).To(MatchError(guestvm.ErrAgentNotReady), "no agent answers")
 
-	guestAddrs := map[string][]string{} // by MAC: the global addresses, as ip shows them
-	names := map[string]string{}
+	byMAC := map[string]nicSeen{}
 	for _, l := range links {
+		n := nicSeen{name: l.Name}
 		for _, a := range l.AddrInfo {
-			if addr := netip.MustParseAddr(a.Local); !addr.IsLinkLocalUnicast() && !addr.IsLoopback() {
-				guestAddrs[l.MAC] = append(guestAddrs[l.MAC], a.Local)
-			}
+			n = n.with(a.Local)
 		}
-		names[l.MAC] = l.Name
+		byMAC[l.MAC] = n
 	}
+	guestAddrs, names := split(byMAC)
 	simulated := readNetworkData(networkData)
 	g.Expect(names[nics[0].MAC]).To(Equal("mgmt"), "the network-data names the management NIC")
 	g.Expect(guestAddrs[nics[0].MAC]).To(ConsistOf(simulated.addresses[nics[0].MAC]), "the claimed address, and only it")
 	g.Expect(guestAddrs[nics[1].MAC]).To(ContainElement(HavePrefix("10.0.2.")), "QEMU's DHCP server leased an address: %v", links)
+}
+
+// nicSeen is a guest NIC as the guest reports it: its name and its global addresses (neither
+// link-local nor loopback).
+type nicSeen struct {
+	name      string
+	addresses []string
+}
+
+func (n nicSeen) with(address string) nicSeen {
+	if a := netip.MustParseAddr(address); !a.IsLinkLocalUnicast() && !a.IsLoopback() {
+		n.addresses = append(n.addresses, address)
+	}
+	return n
+}
+
+// split gives the global addresses and the names of the NICs, by MAC.
+func split(byMAC map[string]nicSeen) (addresses map[string][]string, names map[string]string) {
+	addresses, names = map[string][]string{}, map[string]string{}
+	for mac, n := range byMAC {
+		addresses[mac], names[mac] = n.addresses, n.name
+	}
+	return addresses, names
 }
