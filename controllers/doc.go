@@ -15,5 +15,6 @@ limitations under the License.
 */
 
 // Package controllers holds the reconcilers of HarvesterClusters and HarvesterMachines. They stay
-// thin: fetch objects, build a scope, call the services in pkg/harvester, patch status.
+// thin: fetch objects, build a scope, call the services (pkg/harvester; pkg/ipam for static
+// addresses, pkg/maintenance for host maintenance), record what they report, patch status.
 package controllers

@@ -38,6 +38,7 @@ import (
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/maintenance"
 )
 
 // What a machine does when Harvester empties its host, decided on what Harvester shows (the
@@ -67,7 +68,7 @@ func TestMachineMovesOffAHostHarvesterEmpties(t *testing.T) {
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"}}}
 	}
 	inMaintenance := map[string]*corev1.Node{"host-1": {
-		ObjectMeta: metav1.ObjectMeta{Name: "host-1", Annotations: map[string]string{annotationMaintainStatus: "running"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "host-1", Annotations: map[string]string{maintenance.AnnotationMaintainStatus: "running"}},
 		Spec:       corev1.NodeSpec{Unschedulable: true},
 	}}
 	cordoned := map[string]*corev1.Node{"host-1": {ObjectMeta: metav1.ObjectMeta{Name: "host-1"}, Spec: corev1.NodeSpec{Unschedulable: true}}}
@@ -144,7 +145,7 @@ func TestMachineMovesOffAHostHarvesterEmpties(t *testing.T) {
 		wantReason: infrav1.StoppedForHostReason, wantVMReason: infrav1.StoppedForHostMaintenanceReason, wantOwner: "skip-remediation,drain",
 	}, {
 		name: "Harvester's forced maintenance halted the VM: started again as Harvester recorded it, remediation held",
-		harvester: &fakeHarvester{vm: vm(kubevirtv1.RunStrategyHalted, map[string]string{annotationHarvesterRunStrategy: "Always"}),
+		harvester: &fakeHarvester{vm: vm(kubevirtv1.RunStrategyHalted, map[string]string{naming.AnnotationHarvesterRunStrategy: "Always"}),
 			state: harvester.VMState{Reason: infrav1.VMStoppedReason, Message: "the VM is stopped"}, hosts: inMaintenance},
 		machine:        func(hm *infrav1.HarvesterMachine) { gpu(hm); hm.Status.VirtualMachine.Host = "host-1" },
 		wantStrategies: []string{"Always"},

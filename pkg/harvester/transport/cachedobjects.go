@@ -44,9 +44,9 @@ var keptVMLabels = []string{
 // keptVMAnnotations are the annotations kept of a VM.
 var keptVMAnnotations = []string{
 	naming.AnnotationMachine,               // naming.MachineOf in harvesterObjectToMachine (controllers)
-	naming.AnnotationStoppedForHost,        // reconcileHostMaintenance (controllers)
-	naming.AnnotationRunStrategyBeforeStop, // reconcileHostMaintenance
-	naming.AnnotationHarvesterRunStrategy,  // reconcileHostMaintenance, for a VM Harvester halted
+	naming.AnnotationStoppedForHost,        // pkg/maintenance
+	naming.AnnotationRunStrategyBeforeStop, // pkg/maintenance
+	naming.AnnotationHarvesterRunStrategy,  // pkg/maintenance, for a VM Harvester halted
 }
 
 // keptVMILabels are the labels kept of a VMI.
@@ -95,7 +95,7 @@ var keptHostLabels = []string{
 }
 
 // keptHostAnnotations are the annotations kept of a host: HostMaintenanceAnnotations, which
-// hostEmptying (controllers) reads.
+// maintenance.HostEmptying reads.
 var keptHostAnnotations = HostMaintenanceAnnotations
 
 // maxKeptAnnotationValue bounds the value of a kept annotation: those read hold names (a
