@@ -12,7 +12,7 @@ BIN := $(ROOT)/bin
 # version and by a digest of its build recipe (BED_TOOLS_CACHE, default
 # ~/.cache/cluster-api-provider-harvester/tools). Each hack/ensure-*.sh prints its directory
 # with --dir and builds into it when asked without.
-# The tools the Makefile builds itself (kubectl, clusterctl, jq, controller-gen, kustomize) are
+# The tools the Makefile builds itself (clusterctl, jq, controller-gen, kustomize) are
 # file targets without prerequisites: their path changes with what they are built from, and a
 # fresh clone's files are newer than the cached binary, which must not make it stale.
 TOOLDIR = $(shell hack/tooldir.sh $(1) $(2) $(3))
@@ -228,6 +228,7 @@ test-full: ## make test with the long scenarios at full size (TEST_FULL=1: more 
 .PHONY: test-tools
 test-tools: envtest harvester-lb harvester-webhook kubevirt providers previous-release ipam-provider capi-operator cloud-init guest-image golangci-lint timed-images kubectl clusterctl jq
 
+
 .PHONY: timed-images
 timed-images:
 	$(TIMED) images $(MAKE) --no-print-directory images
@@ -239,18 +240,15 @@ fuzz: envtest ## Run each fuzz target for FUZZTIME (default 2m); crashers land i
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: envtest
-envtest: ## Build the test control planes (kube-apiserver, etcd) into the tool cache once.
+envtest: ## Build the test control planes (kube-apiserver, etcd; kube-scheduler, kube-controller-manager and kubectl of the same release) into the tool cache once.
 	KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) $(TIMED) envtest hack/ensure-control-plane.sh >/dev/null
 
-# kubectl, for the tests that run the docs' commands: built from k8s.io/kubectl at the version
-# of hack/kubectl/go.mod (the test control planes'), once.
-KUBECTL := $(call TOOLDIR,kubectl,mod,hack/kubectl)/kubectl
+# kubectl, for the tests that run the docs' commands: the test control planes' release, built
+# with them (hack/ensure-control-plane.sh), so that their shared packages compile once.
+KUBECTL := $(KUBEBUILDER_ASSETS)/kubectl
 
 .PHONY: kubectl
-kubectl: $(KUBECTL) ## Build kubectl (k8s.io/kubectl, hack/kubectl's version) into the tool cache once, for the tests that run the docs' commands.
-
-$(KUBECTL):
-	cd hack/kubectl && GOWORK=off CGO_ENABLED=0 $(ROOT)/$(TIMED) kubectl $(GO) build -trimpath -o $(KUBECTL) .
+kubectl: envtest ## Build kubectl (the test control planes' release, with them) into the tool cache once, for the tests that run the docs' commands.
 
 # clusterctl, for the tests that run the docs' clusterctl commands: built from
 # sigs.k8s.io/cluster-api at the version of hack/clusterctl/go.mod (the provider's), once, with
@@ -286,8 +284,17 @@ previous-release: ## Build the previous release (PREVIOUS_RELEASE_COMMIT: its ma
 	$(TIMED) previous-release hack/ensure-previous-release.sh $(PREVIOUS_RELEASE_COMMIT) >/dev/null
 
 .PHONY: providers
-providers: ## Build the managers the e2e suite runs as processes (RKE2 and K3s bootstrap and control plane, the previous CAPI minor's core, go.mod's CAPI core and kubeadm managers) into the tool cache once.
-	$(TIMED) providers hack/ensure-providers.sh >/dev/null
+providers: ## Build the managers the e2e suite runs as processes (RKE2 and K3s bootstrap and control plane, go.mod's CAPI core and kubeadm managers; with TEST_FULL=1 the previous CAPI minor's core too) into the tool cache once.
+	PREVIOUS_CAPI=$(if $(TEST_FULL),1,0) $(TIMED) providers hack/ensure-providers.sh >/dev/null
+
+# In test-tools, builds that share most of their compiled packages run one after the other: Go
+# reuses a compiled package only once another build has put it in its cache, so on a first run
+# two such builds side by side would compile the shared packages twice (the previous release's
+# manager and ours; clusterctl and go.mod's CAPI managers).
+ifneq ($(filter test-tools,$(MAKECMDGOALS)),)
+previous-release: | timed-images
+$(CLUSTERCTL): | providers
+endif
 
 .PHONY: chaos
 CHAOS_FOCUS ?= Manager restarts|Deletion|stops answering

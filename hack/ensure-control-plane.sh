@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the test control-plane binaries (kube-apiserver and etcd) from the Go module proxy into
+# Builds the test control-plane binaries (kube-apiserver and etcd; kube-scheduler,
+# kube-controller-manager and kubectl of the same release) from the Go module proxy into
 # the bed's tool cache (hack/tooldir.sh: k8s/<version>-<recipe>/), once per version. envtest's usual download (setup-envtest) needs GitHub and
 # GCS, which this project's machines cannot reach; the module proxy is always there.
 #
@@ -21,6 +22,9 @@ log() { echo "ensure-control-plane: $*" >&2; }
 # needs the kubernetes repository's staging replaces, and etcd its own dependency set.
 export GOFLAGS=-mod=mod
 export GOWORK=off
+# As Kubernetes' and etcd's releases are built, and as every other tool of the bed: without cgo,
+# so that the packages these builds share with the others compile once on a first run.
+export CGO_ENABLED=0
 
 if [ ! -x "$dest/etcd" ]; then
   log "building etcd $ETCD_VERSION (once; about a minute)"
@@ -50,9 +54,10 @@ EOF
 fi
 
 # kube-apiserver for every control plane; kube-scheduler and kube-controller-manager for the guests
-# whose addons are scheduled (test/guest): all three from the same throw-away module.
+# whose addons are scheduled (test/guest); kubectl for the tests that run the docs' commands: all
+# from the same throw-away module, so that their shared packages compile once.
 missing=()
-for b in kube-apiserver kube-scheduler kube-controller-manager; do
+for b in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
   [ -x "$dest/$b" ] || missing+=("$b")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -69,10 +74,17 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo
     echo "go 1.25"
     echo
-    echo "require k8s.io/kubernetes $KUBE_VERSION"
+    echo "require ("
+    echo "	k8s.io/kubernetes $KUBE_VERSION"
+    # Every staging module the kubernetes go.mod points at ./staging is required at its published
+    # version (kubernetes requires v0.0.0): the version a build is labelled with, so that the
+    # packages compile as the other tools' copies of the same version do.
+    sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\t\1 '"$staging_version"'#p' "$gomod"
+    echo ")"
     echo
     echo "replace ("
-    # Every staging module the kubernetes go.mod points at ./staging becomes its published copy.
+    # ... and replaced by its published copy (the kubernetes go.mod's replace, of ./staging, does
+    # not carry over to a module that requires it).
     sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\t\1 => \1 '"$staging_version"'#p' "$gomod"
     echo ")"
   } >"$work/go.mod"

@@ -41,5 +41,5 @@ mkdir -p "$dest/src"
 git -C "$root" archive "$commit" | tar -x -C "$dest/src"
 export GOWORK=off CGO_ENABLED=0
 (cd "$dest/src" && go build -trimpath -o "$dest/manager.tmp" . && mv "$dest/manager.tmp" "$dest/manager")
-(cd "$dest/src" && go run ./hack/release -out "$dest/release.tmp" >&2 && mv "$dest/release.tmp" "$dest/release")
+(cd "$dest/src" && go run -trimpath ./hack/release -out "$dest/release.tmp" >&2 && mv "$dest/release.tmp" "$dest/release")
 echo "$dest"

@@ -9,6 +9,8 @@
 # and controller-runtime versions than ours.
 #
 # Usage: hack/ensure-providers.sh [--dir | dir] prints the directory holding the providers.
+# The previous minor's core is built only with PREVIOUS_CAPI=1 (`make test-full` sets it: only its
+# scenario runs it); `make test` leaves it out of a first run's builds.
 #
 # In <dir>/<name>-<version>/: <part>-manager for each part (bootstrap, controlplane; core for the
 # module's root package), and module-dir (a file holding the module's directory in the module
@@ -118,15 +120,17 @@ GO
   (cd "$work" && go mod edit -replace="$(sed -n 's/^module //p' "$dir/go.mod")=./src")
 }
 
-# The four modules build side by side: each spends part of its time downloading and linking,
+# The modules build side by side: each spends part of its time downloading and linking,
 # which a core left idle can spend compiling another.
 pids=()
 build rke2 github.com/rancher/cluster-api-provider-rke2 "$RKE2_VERSION" bootstrap controlplane &
 pids+=($!)
 build k3s github.com/k3s-io/cluster-api-k3s "$K3S_VERSION" bootstrap controlplane &
 pids+=($!)
-build capi sigs.k8s.io/cluster-api "$CAPI_PREVIOUS_VERSION" . &
-pids+=($!)
+if [ "${PREVIOUS_CAPI:-0}" = 1 ]; then
+  build capi sigs.k8s.io/cluster-api "$CAPI_PREVIOUS_VERSION" . &
+  pids+=($!)
+fi
 # go.mod's Cluster API as processes, for the scenario that turns its in-place update gates on.
 build capi sigs.k8s.io/cluster-api "$CAPI_VERSION" core bootstrap/kubeadm controlplane/kubeadm &
 pids+=($!)
