@@ -64,6 +64,11 @@ type Options struct {
 	// manager binary as a process (see InstallProvider). The management cluster then serves
 	// none of the provider's webhooks itself.
 	Provider *ProviderOptions
+	// ProviderInstalledLater leaves the provider's webhooks out of the management cluster as
+	// Provider does, for a caller that installs the provider itself (InstallProvider), as the
+	// bench does with managers of its own settings: with both, every admission call would go to
+	// the management manager's in-process webhooks and to the installed manager's.
+	ProviderInstalledLater bool
 	// Topology turns on CAPI's ClusterTopology feature gate and runs its ClusterClass and
 	// topology controllers, for managed topologies (the ClusterClass flavour).
 	Topology bool
@@ -97,7 +102,7 @@ func Start(ctx context.Context, o Options) (*Bed, error) {
 		return nil, err
 	}
 	startManagement := testenv.StartManagement
-	if o.Provider != nil {
+	if o.Provider != nil || o.ProviderInstalledLater {
 		startManagement = testenv.StartManagementWithoutProvider
 	}
 	if b.Management, err = startManagement(); err != nil {

@@ -242,8 +242,10 @@ type managerSample struct {
 	webhooks map[string]int
 	// statusPatch is the round trip of its HarvesterMachine status patches.
 	statusPatch histogram
-	queue       machineQueue
-	reconciles  map[string]int
+	// webhookHandling is its webhook server's time per call, every path.
+	webhookHandling histogram
+	queue           machineQueue
+	reconciles      map[string]int
 }
 
 // machineStatusPatch is the provider's request that marks a machine provisioned.
@@ -256,8 +258,8 @@ func (m *providerManager) sample(ctx context.Context) (managerSample, error) {
 	}
 	out := managerSample{
 		harvester: clientRequests(families), management: map[string]int{}, conflicts: map[string]int{}, webhooks: map[string]int{},
-		statusPatch: histogram{buckets: map[float64]uint64{}},
-		queue:       machineQueueTimes(families), reconciles: reconcileResults(families),
+		statusPatch: histogram{buckets: map[float64]uint64{}}, webhookHandling: histogram{buckets: map[float64]uint64{}},
+		queue: machineQueueTimes(families), reconciles: reconcileResults(families),
 	}
 	for _, f := range families {
 		switch f.GetName() {
@@ -273,6 +275,10 @@ func (m *providerManager) sample(ctx context.Context) (managerSample, error) {
 		case "controller_runtime_webhook_requests_total":
 			for _, mm := range f.GetMetric() {
 				out.webhooks[metricLabels(mm)["webhook"]] += int(mm.GetCounter().GetValue())
+			}
+		case "controller_runtime_webhook_latency_seconds":
+			for _, mm := range f.GetMetric() {
+				out.webhookHandling = out.webhookHandling.plus(histogramOf(mm.GetHistogram()))
 			}
 		case "capi_harvester_management_request_duration_seconds":
 			for _, mm := range f.GetMetric() {

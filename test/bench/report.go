@@ -50,8 +50,11 @@ type Report struct {
 	// P1Relay is P1 beside a bare relay under the same load (the relay probe): what the
 	// simulator, the apiservers and the bench's watches allow for the provider's last step.
 	P1Relay *Latency `json:"p1Relay,omitempty"`
-	P2      Scale    `json:"p2"`
-	P3      APICost  `json:"p3"`
+	// P3Webhooks are the creation's admission calls to the manager's webhooks, timed from both
+	// ends.
+	P3Webhooks *WebhookLatency `json:"p3Webhooks,omitempty"`
+	P2         Scale           `json:"p2"`
+	P3         APICost         `json:"p3"`
 	// P4 is empty when the run did not measure it (see Notes).
 	P4       *Latency   `json:"p4,omitempty"`
 	ScaleOut []ScaleOut `json:"scaleOut,omitempty"`
@@ -65,6 +68,19 @@ type Latency struct {
 	What     string       `json:"what"`
 	Provider Percentiles  `json:"provider"`
 	Baseline *Percentiles `json:"baseline,omitempty"`
+}
+
+// WebhookLatency is the admission calls to the manager's webhooks over a phase: RoundTrip as the
+// management apiserver times each (from its apiserver_admission_webhook_admission_duration_seconds,
+// the provider's webhooks only): the wait a call adds to someone's write, with the connection,
+// TLS and the manager's queueing; Handling as the manager's webhook server times it
+// (controller_runtime_webhook_latency_seconds: reading the request, the defaulting or
+// validation, the answer). Both come from histograms: their quantiles are bucket bounds, the
+// means exact.
+type WebhookLatency struct {
+	What      string      `json:"what"`
+	RoundTrip Percentiles `json:"roundTrip"`
+	Handling  Percentiles `json:"handling"`
 }
 
 // Percentiles of a sample, in milliseconds.
@@ -471,6 +487,10 @@ func (r *Report) Markdown() string {
 	}
 	if l := r.P1Relay; l != nil {
 		lat("P1 beside a bare relay under the same load", l)
+	}
+	if w := r.P3Webhooks; w != nil {
+		fmt.Fprintf(&b, "| P3 webhook calls over the creation: round trip seen by the management apiserver, n, p50 / p99 / mean | %d, %.0f / %.0f / %.1f ms | | |\n", w.RoundTrip.N, w.RoundTrip.P50, w.RoundTrip.P99, w.RoundTrip.Mean)
+		fmt.Fprintf(&b, "| P3 webhook calls over the creation: handling in the manager, n, p50 / p99 / mean | %d, %.0f / %.0f / %.1f ms | | |\n", w.Handling.N, w.Handling.P50, w.Handling.P99, w.Handling.Mean)
 	}
 	phase := func(name string, p, q Phase) {
 		fmt.Fprintf(&b, "| P2 %s: wall | %.1f s | %.1f s | %s |\n", name, p.Seconds, q.Seconds, ratio(p.Seconds, q.Seconds))

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -33,6 +34,8 @@ import (
 
 	lbv1 "github.com/harvester/harvester-load-balancer/pkg/apis/loadbalancer.harvesterhci.io/v1beta1"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -155,13 +158,24 @@ func readSettings() (settings, error) {
 		return s, fmt.Errorf("BENCH_BOOT_DELAY %s: a guest cannot report its addresses before it runs", s.bootDelay)
 	}
 	if s.services > 40 {
-		return s, fmt.Errorf("BENCH_SERVICES %d: at most 40 (the simulated Harvester's pool)", s.services)
+		return s, fmt.Errorf("BENCH_SERVICES %d: at most 40", s.services)
 	}
-	if s.clusters > 50 {
-		// The simulator's default pool has 50 load-balancer addresses, one per cluster.
-		return s, fmt.Errorf("BENCH_CLUSTERS %d: at most 50 (the simulated Harvester's pool)", s.clusters)
+	if s.clusters+s.services > benchPoolSize {
+		// One load-balancer address per cluster, and one per Service of P4.
+		return s, fmt.Errorf("BENCH_CLUSTERS %d and BENCH_SERVICES %d: at most %d together (the bench's load-balancer pool)", s.clusters, s.services, benchPoolSize)
 	}
 	return s, nil
+}
+
+// benchPoolSize is how many load-balancer addresses the bench's pool holds (benchPool).
+const benchPoolSize = 500
+
+// benchPool is the simulated Harvester's default pool for the guests' namespace, made larger
+// for many clusters: 10.10.100.10 to 10.10.101.253, benchPoolSize addresses.
+func benchPool() []harvestersim.IPPoolSpec {
+	pools := harvestersim.DefaultOptions().IPPools
+	pools[0].RangeStart, pools[0].RangeEnd = "10.10.100.10", "10.10.101.253"
+	return pools
 }
 
 // BenchmarkSuite runs the whole bench once (make bench: -benchtime 1x) and writes the report.
@@ -203,6 +217,9 @@ func TestSuiteRunsSmall(t *testing.T) {
 	}
 	if l := r.P1Relay; l == nil || l.Baseline == nil || l.Baseline.N == 0 {
 		t.Errorf("P1's relay probe relayed nothing: %+v", l)
+	}
+	if w := r.P3Webhooks; w == nil || w.RoundTrip.N < s.machines || w.Handling.N < s.machines {
+		t.Errorf("P3 timed fewer webhook calls than machines made: %+v", w)
 	}
 	for _, name := range []string{"management kube-apiserver", "management etcd", "harvester kube-apiserver", "harvester etcd"} {
 		if r.P2.Create.ControlPlaneCPUSeconds[name] <= 0 {
@@ -248,7 +265,7 @@ func TestSuiteRunsSmall(t *testing.T) {
 func runSuite(b testing.TB, s settings) *Report {
 	var err error
 	ctx := context.Background()
-	tb, err := bed.Start(ctx, bed.Options{Harvester: harvestersim.Options{BootDelay: s.bootDelay}})
+	tb, err := bed.Start(ctx, bed.Options{Harvester: harvestersim.Options{BootDelay: s.bootDelay, IPPools: benchPool()}, ProviderInstalledLater: true})
 	must(b, err)
 	defer func() {
 		if err := tb.Stop(ctx); err != nil {
@@ -314,6 +331,7 @@ func runSuite(b testing.TB, s settings) *Report {
 	r.P3 = provider.cost
 	r.P1Queue = provider.queue
 	r.P1StatusWrites = &provider.statusWrites
+	r.P3Webhooks = &provider.webhooks
 	r.P1Relay = &Latency{
 		What:     "P1 beside its floor under the same load: VMI running with an address -> HarvesterMachine provisioned, both seen by the bench's watches (provider); a change of a ConfigMap on Harvester seen by the bench's watch -> a bare status patch of an idle HarvesterMachine -> the bench's watch of the management cluster sees it, 10 changes a second over the creation (baseline: the relay probe, a bare controller doing only the provider's last step)",
 		Provider: percentiles(provider.latencies), Baseline: ptr.To(percentiles(provider.relay)),
@@ -487,6 +505,7 @@ type providerResult struct {
 	queue          QueueTimes
 	statusWrites   Latency
 	relay          []time.Duration
+	webhooks       WebhookLatency
 }
 
 // runProvider runs one unfiltered manager: creates every cluster and its MachineDeployment at
@@ -511,6 +530,10 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 
 	server0 := tb.Harvester.Faults.RequestsByUserAgent(providerAgent)
 	m0, err := mgr.sample(ctx)
+	if err != nil {
+		return nil, err
+	}
+	admission0, err := admissionLatency(ctx, tb.Management.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -543,6 +566,15 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 		Provider: patches.percentiles(), Baseline: ptr.To(bucketed(probe.patches, bucketBounds(patches)).percentiles()),
 	}
 	res.queue = mCreated.queue.since(m0.queue)
+	admission, err := admissionLatency(ctx, tb.Management.Config)
+	if err != nil {
+		return nil, err
+	}
+	res.webhooks = WebhookLatency{
+		What:      "the admission calls of the creation to the provider's webhooks (HarvesterCluster, HarvesterMachine, their templates), timed by the management apiserver (round trip) and by the manager's webhook server (handling)",
+		RoundTrip: admission.minus(admission0).percentiles(),
+		Handling:  mCreated.webhookHandling.minus(m0.webhookHandling).percentiles(),
+	}
 	var at []time.Time
 	for _, n := range names {
 		p, _ := provisioned.get(n)
@@ -896,4 +928,43 @@ func writeHeapProfile(path string) error {
 	}
 	runtime.GC()
 	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
+}
+
+// providerWebhook tells the provider's webhooks by their configurations' names
+// (config/webhook: default.<kind>.infrastructure.cluster.x-k8s.io, validation.<kind>...).
+func providerWebhook(name string) bool {
+	return strings.HasSuffix(name, "."+infrav1.GroupVersion.Group) && strings.Contains(name, ".harvester")
+}
+
+// admissionLatency reads, from the management apiserver's metrics, how long its calls to the
+// provider's webhooks took so far (apiserver_admission_webhook_admission_duration_seconds).
+func admissionLatency(ctx context.Context, cfg *rest.Config) (histogram, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return histogram{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/metrics", nil)
+	if err != nil {
+		return histogram{}, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return histogram{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return histogram{}, fmt.Errorf("the management apiserver's metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return histogram{}, err
+	}
+	out := histogram{buckets: map[float64]uint64{}}
+	for _, m := range families["apiserver_admission_webhook_admission_duration_seconds"].GetMetric() {
+		if providerWebhook(metricLabels(m)["name"]) {
+			out = out.plus(histogramOf(m.GetHistogram()))
+		}
+	}
+	return out, nil
 }
