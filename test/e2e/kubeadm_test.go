@@ -18,9 +18,11 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,27 +98,34 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 			Expect(testBed.LendIdentity(ctx, identity, namespace, target)).To(Succeed())
 		}
 
-		// As `clusterctl generate cluster` renders a flavour (with its ClusterClass first).
+		// As `clusterctl generate cluster` renders a flavour (with its ClusterClass first); the
+		// kubeadm flavour is created from the files, the topology flavour applied from Git as
+		// Fleet's agent applies a bundle (docs/gitops-and-rancher.md).
+		variables := map[string]string{
+			"CLUSTER_NAME":           name,
+			"NAMESPACE":              namespace,
+			"KUBERNETES_VERSION":     "v1.35.4",
+			"HARVESTER_IDENTITY":     identity,
+			"HARVESTER_NAMESPACE":    target,
+			"HARVESTER_NETWORK":      "default/vlan20",
+			"HARVESTER_IMAGE":        "default/ubuntu-24.04",
+			"HARVESTER_SSH_KEYPAIRS": "[default/ops]",
+			"WORKER_MACHINE_COUNT":   strconv.Itoa(workers),
+			// Sizes of their own for the control plane (the topology flavour ignored them).
+			"CONTROL_PLANE_MACHINE_CPU":    "3",
+			"CONTROL_PLANE_MACHINE_MEMORY": "6Gi",
+		}
 		for _, file := range files {
-			manifest, err := templates.Render(file, map[string]string{
-				"CLUSTER_NAME":           name,
-				"NAMESPACE":              namespace,
-				"KUBERNETES_VERSION":     "v1.35.4",
-				"HARVESTER_IDENTITY":     identity,
-				"HARVESTER_NAMESPACE":    target,
-				"HARVESTER_NETWORK":      "default/vlan20",
-				"HARVESTER_IMAGE":        "default/ubuntu-24.04",
-				"HARVESTER_SSH_KEYPAIRS": "[default/ops]",
-				"WORKER_MACHINE_COUNT":   strconv.Itoa(workers),
-				// Sizes of their own for the control plane (the topology flavour ignored them).
-				"CONTROL_PLANE_MACHINE_CPU":    "3",
-				"CONTROL_PLANE_MACHINE_MEMORY": "6Gi",
-			})
+			manifest, err := templates.Render(file, variables)
 			Expect(err).NotTo(HaveOccurred())
+			if !whole {
+				// The Cluster webhook validates a topology against its reconciled ClusterClass.
+				Eventually(func() error { return gitApply(mgmt(), manifest) }).Should(Succeed())
+				continue
+			}
 			objs, err := testenv.DecodeObjects(manifest)
 			Expect(err).NotTo(HaveOccurred())
 			for _, o := range objs {
-				// The Cluster webhook validates a topology against its reconciled ClusterClass.
 				Eventually(func() error { return mgmt().Create(ctx, o) }).Should(Succeed(),
 					"creating %s %s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName())
 			}
@@ -235,8 +244,19 @@ var _ = Describe("a kubeadm cluster from the cluster templates", func() {
 				g.Expect([]int{controlPlane, workerPools}).To(Equal([]int{1, 1}))
 			}).Should(Succeed())
 
-			By("docs/operations.md: a topology upgrade (the version and the image variable at once) replaces the control-plane machine, then the worker, each once")
-			upgradesTheTopology(namespace, name, target, workers)
+			By("docs/operations.md's topology upgrade from Git (the version and the image variable at once, the Cluster's file applied again) replaces the control-plane machine, then the worker, each once")
+			upgradesTheTopology(namespace, name, target, workers, "v1.35.5", "default/ubuntu-2404-kube-v1.35.5", func(version, image string) {
+				upgraded := maps.Clone(variables)
+				upgraded["KUBERNETES_VERSION"], upgraded["HARVESTER_IMAGE"] = version, image
+				manifest, err := templates.Render(files[len(files)-1], upgraded)
+				Expect(err).NotTo(HaveOccurred())
+				applyFromGit(mgmt(), manifest)
+			})
+			By("docs/operations.md's topology upgrade with its commands, the same again to the next patch release")
+			upgradesTheTopology(namespace, name, target, workers, "v1.35.6", "default/ubuntu-2404-kube-v1.35.6", func(version, image string) {
+				runDocumentedOnManagement("operations.md", "upgrade-topology",
+					"NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+version, "IMAGE="+image)
+			})
 
 			By("deleting the Cluster removes everything on Harvester")
 			Expect(mgmt().Delete(ctx, cluster)).To(Succeed())
@@ -413,14 +433,14 @@ func remediatesAFailedWorker(namespace, name, target string, gc *guest.Cluster, 
 	})
 }
 
-// upgradesTheTopology runs docs/operations.md's topology upgrade (v1.35.4 to v1.35.5 and an
-// image with it) and checks that CAPI's topology controller replaced every machine once: the
-// control plane first, then the workers, which it holds back with their new image until the
-// control plane is done (so they roll out once, not for the image and again for the version).
-func upgradesTheTopology(namespace, name, target string, workers int) {
+// upgradesTheTopology runs a topology upgrade (upgrade: docs/operations.md's, from Git or with its
+// commands, to version and an image with it) and checks that CAPI's topology controller replaced
+// every machine once: the control plane first, then the workers, which it holds back with their
+// new image until the control plane is done (so they roll out once, not for the image and again
+// for the version).
+func upgradesTheTopology(namespace, name, target string, workers int, version, image string, upgrade func(version, image string)) {
 	GinkgoHelper()
-	const version, image = "v1.35.5", "default/ubuntu-2404-kube-v1.35.5"
-	Expect(client.IgnoreAlreadyExists(testBed.Harvester.AddImage(ctx, "default", "ubuntu-2404-kube-v1.35.5", true))).To(Succeed())
+	Expect(client.IgnoreAlreadyExists(testBed.Harvester.AddImage(ctx, "default", strings.TrimPrefix(image, "default/"), true))).To(Succeed())
 	list := func() ([]clusterv1.Machine, error) {
 		machines := &clusterv1.MachineList{}
 		err := mgmt().List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name})
@@ -460,10 +480,7 @@ func upgradesTheTopology(namespace, name, target string, workers int) {
 	stopWatching := sync.OnceFunc(func() { close(stop); <-done })
 	defer stopWatching()
 	start := time.Now()
-	runDocumentedOnManagement("operations.md", "upgrade-topology",
-		"NAMESPACE="+namespace, "CLUSTER="+name, "VERSION="+version, "IMAGE="+image)
-	stopWatching()
-	GinkgoWriter.Printf("topology upgrade: %d machines replaced in %s\n", 1+workers, time.Since(start).Round(time.Second))
+	upgrade(version, image)
 
 	old := map[string]bool{}
 	for _, m := range before {
@@ -497,6 +514,9 @@ func upgradesTheTopology(namespace, name, target string, workers int) {
 		g.Expect(conditions.IsTrue(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition)).To(BeTrue(),
 			"%v", conditions.Get(kcp, controlplanev1.KubeadmControlPlaneEtcdClusterHealthyCondition))
 	})
+	// Watched until the end state: an upgrade from Git returns once applied, before the rollout.
+	stopWatching()
+	GinkgoWriter.Printf("topology upgrade: %d machines replaced in %s\n", 1+workers, time.Since(start).Round(time.Second))
 	mu.Lock()
 	defer mu.Unlock()
 	Expect(seenWorkers).To(HaveLen(2*workers), "each worker replaced once: %v", seenWorkers)
