@@ -57,7 +57,9 @@ func TestHostEmptyingSaysWhy(t *testing.T) {
 }
 
 // hosts is a Harvester whose every host is in maintenance mode; it records the run strategies set.
-type hosts struct{ set []kubevirtv1.VirtualMachineRunStrategy }
+type hosts struct {
+	set []kubevirtv1.VirtualMachineRunStrategy
+}
 
 func (h *hosts) Host(_ context.Context, name string) (*corev1.Node, error) {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{AnnotationMaintainStatus: "running"}}}, nil
