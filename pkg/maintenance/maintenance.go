@@ -140,7 +140,7 @@ func (r *Report) vmDown(message string) {
 	r.VirtualMachine = &Condition{Status: metav1.ConditionFalse, Reason: infrav1.StoppedForHostMaintenanceReason, Message: message}
 }
 
-func (r *Report) event(eventType, reason, format string, args ...any) {
+func (r *Report) eventf(eventType, reason, format string, args ...any) {
 	r.Events = append(r.Events, Event{Type: eventType, Reason: reason, Note: fmt.Sprintf(format, args...)})
 }
 
@@ -188,7 +188,7 @@ func (s *Service) reconcile(ctx context.Context, rep *Report, vms VMs, m Machine
 		}); err != nil {
 			return err
 		}
-		rep.event(corev1.EventTypeNormal, "VirtualMachineRestarting",
+		rep.eventf(corev1.EventTypeNormal, "VirtualMachineRestarting",
 			"VM %s/%s stopped to leave host %s; starting it on another host", vm.Namespace, vm.Name, host)
 		rep.maintenance(metav1.ConditionTrue, infrav1.RestartingReason, fmt.Sprintf("the VM starts again on a host other than %s", host))
 		rep.vmDown("the VM starts again after leaving host " + host)
@@ -213,7 +213,7 @@ func (s *Service) reconcile(ctx context.Context, rep *Report, vms VMs, m Machine
 			if err := vms.SetRunStrategy(ctx, vm, strategy, nil); err != nil {
 				return err
 			}
-			rep.event(corev1.EventTypeWarning, infrav1.HaltedByHarvesterReason,
+			rep.eventf(corev1.EventTypeWarning, infrav1.HaltedByHarvesterReason,
 				"Harvester stopped VM %s/%s for %s without a drain of the guest node; starting it on another host", vm.Namespace, vm.Name, why)
 			rep.maintenance(metav1.ConditionTrue, infrav1.HaltedByHarvesterReason, fmt.Sprintf(
 				"Harvester stopped the VM (%s) without a drain of the guest node: a forced maintenance stops every VM it cannot migrate; the VM starts again on another host", why))
@@ -275,7 +275,7 @@ func (s *Service) drainAndStop(ctx context.Context, rep *Report, vms VMs, m Mach
 			rep.RequeueAfter = Recheck
 			return nil
 		}
-		rep.event(corev1.EventTypeNormal, "DrainingNode", "%s: draining the guest node, then restarting the VM on another host", why)
+		rep.eventf(corev1.EventTypeNormal, "DrainingNode", "%s: draining the guest node, then restarting the VM on another host", why)
 	}
 	if err := s.holdRemediation(ctx, m.Machine, true); err != nil {
 		return err
@@ -299,7 +299,7 @@ func (s *Service) drainAndStop(ctx context.Context, rep *Report, vms VMs, m Mach
 			rep.RequeueAfter = Recheck
 			return nil
 		}
-		rep.event(corev1.EventTypeWarning, "DrainTimeout",
+		rep.eventf(corev1.EventTypeWarning, "DrainTimeout",
 			"The guest node's drain took longer than its limit (%s: the Machine's nodeDrainTimeoutSeconds, at most the manager's --host-maintenance-drain-timeout); stopping the VM with what is left: %s", timeout, msg)
 	}
 	before := string(SpecRunStrategy(hm))
@@ -311,7 +311,7 @@ func (s *Service) drainAndStop(ctx context.Context, rep *Report, vms VMs, m Mach
 	}); err != nil {
 		return err
 	}
-	rep.event(corev1.EventTypeNormal, "VirtualMachineStopping", "Guest node drained; stopping VM %s/%s to leave host %s", vm.Namespace, vm.Name, host)
+	rep.eventf(corev1.EventTypeNormal, "VirtualMachineStopping", "Guest node drained; stopping VM %s/%s to leave host %s", vm.Namespace, vm.Name, host)
 	rep.maintenance(metav1.ConditionTrue, infrav1.StoppedForHostReason, fmt.Sprintf("%s; the guest node was drained and the VM stops to leave the host", why))
 	rep.vmDown("the VM stops to leave host " + host)
 	rep.Handled = true
@@ -493,7 +493,7 @@ func (s *Service) finish(ctx context.Context, rep *Report, m Machine) (back bool
 	if err := s.Client.Patch(ctx, machine, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return false, err
 	}
-	rep.event(corev1.EventTypeNormal, "HostMaintenanceDone", "The VM runs on host %s and the guest node is Ready again", vmi.Status.NodeName)
+	rep.eventf(corev1.EventTypeNormal, "HostMaintenanceDone", "The VM runs on host %s and the guest node is Ready again", vmi.Status.NodeName)
 	return true, nil
 }
 
