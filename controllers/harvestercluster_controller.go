@@ -34,7 +34,6 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -104,6 +103,8 @@ func (r *HarvesterClusterReconciler) clock() clock.PassiveClock {
 
 // clusterScope holds what one reconcile works with.
 type clusterScope struct {
+	// objectPatch writes what the reconcile changed of hc when the scope closes.
+	*objectPatch
 	cluster *clusterv1.Cluster
 	hc      *infrav1.HarvesterCluster
 	// guest names the cluster on Harvester (with its owner mark).
@@ -205,20 +206,19 @@ func (r *HarvesterClusterReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, hc); err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
 	}
-	patchHelper, err := patch.NewHelper(hc, r.Client)
+	p, err := newObjectPatch(r.Client, hc, hc, clusterConditions)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	s := &clusterScope{objectPatch: p, cluster: cluster, hc: hc, guest: guest}
 	defer func() {
-		if err := r.patch(ctx, hc, patchHelper); err != nil {
+		if err := s.Close(ctx); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 		if conditions.IsTrue(hc, clusterv1.ReadyCondition) {
 			failures.forget(ctx)
 		}
 	}()
-
-	s := &clusterScope{cluster: cluster, hc: hc, guest: guest}
 	defer func() {
 		if s.connectionFailed {
 			r.checked.Delete(hc.UID) // the next reconcile checks live, and says why on HarvesterAvailable
@@ -392,24 +392,4 @@ func setClusterCondition(hc *infrav1.HarvesterCluster, conditionType string, sta
 	conditions.Set(hc, metav1.Condition{
 		Type: conditionType, Status: status, Reason: reason, Message: message, ObservedGeneration: hc.Generation,
 	})
-}
-
-// clusterReadyFrom are the conditions Ready summarises; all but the first appear only once the
-// cluster reaches their step, so a missing one does not count. clusterOwnedConditions are those
-// this reconciler writes: on a conflict with another writer, the patch keeps its own.
-var (
-	clusterReadyFrom = []string{infrav1.HarvesterAvailableCondition, infrav1.FailureDomainsReadyCondition,
-		infrav1.LoadBalancerReadyCondition, infrav1.GuestCredentialsReadyCondition, infrav1.AddonsReadyCondition}
-	clusterOwnedConditions = append([]string{clusterv1.PausedCondition, clusterv1.ReadyCondition,
-		clusterv1.DeletingCondition, infrav1.IdentityExpiringSoonCondition}, clusterReadyFrom...)
-)
-
-func (r *HarvesterClusterReconciler) patch(ctx context.Context, hc *infrav1.HarvesterCluster, h *patch.Helper) error {
-	if err := conditions.SetSummaryCondition(hc, hc, clusterv1.ReadyCondition,
-		conditions.ForConditionTypes(clusterReadyFrom),
-		conditions.IgnoreTypesIfMissing(clusterReadyFrom[1:]),
-	); err != nil {
-		return err
-	}
-	return ignoreGone(h.Patch(ctx, hc, patch.WithOwnedConditions{Conditions: clusterOwnedConditions}), hc)
 }

@@ -36,13 +36,13 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
-	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers/internal/ownwrites"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/build"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/naming"
@@ -50,8 +50,8 @@ import (
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/ipam"
 )
 
-// staleReadRetry is how soon a reconcile whose status patch found a newer HarvesterMachine than
-// the one it read (the cache was a write behind) runs again.
+// staleReadRetry is how soon a reconcile that found what it read behind the server (the
+// HarvesterMachine's status, or a VM or Machine it wrote) runs again.
 const staleReadRetry = 100 * time.Millisecond
 
 // fallbackRequeue re-checks a machine that waits on Harvester in case an event was missed; the
@@ -74,9 +74,6 @@ type HarvesterMachineReconciler struct {
 	// machine's connection is reused without reading its identity Secret live (see connect);
 	// nil reads it every time.
 	SecretMetadata client.Reader
-	// APIReader reads HarvesterMachines live when a status patch meets a conflict (see patch);
-	// nil requeues instead.
-	APIReader client.Reader
 	// WatchFilterValue limits reconciles to objects labelled
 	// `cluster.x-k8s.io/watch-filter=<value>` (CAPI's --watch-filter).
 	WatchFilterValue string
@@ -91,29 +88,13 @@ type HarvesterMachineReconciler struct {
 	// services reach Harvester; nil is Harvester itself through Factory (harvesterServices).
 	// Controller tests set their own.
 	services machineServices
-	// writes holds each machine's last write by this reconciler until the cache has it: a
-	// reconcile that reads a version those writes replaced works from the write instead of the
-	// cache's copy, whose status patch would conflict (package ownwrites says why).
-	writes ownwrites.Record[*infrav1.HarvesterMachine]
 }
 
 // Reconcile brings a HarvesterMachine's VM on Harvester to the desired state.
 func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	hm := &infrav1.HarvesterMachine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, hm); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.writes.Forget(req.NamespacedName)
-		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if own, ok := r.writes.Last(hm); ok {
-		// Another event came before the cache had this reconciler's own last write: the work
-		// goes on from that write (the cache's copy would make a status patch that conflicts,
-		// and a live read), without waiting for the cache.
-		if !own.DeletionTimestamp.IsZero() && len(own.Finalizers) == 0 {
-			return ctrl.Result{}, nil // the last write released it: the server deletes it
-		}
-		hm = own
 	}
 	machine, err := util.GetOwnerMachine(ctx, r.Client, hm.ObjectMeta)
 	if err != nil {
@@ -137,13 +118,20 @@ func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Cluster", klog.KRef(machine.Namespace, machine.Spec.ClusterName), "Machine", klog.KObj(machine)))
 	ctx = withFailureKey(ctx, "HarvesterMachine", req.String())
+	// CAPI's contract: a paused machine (or one of a paused Cluster) says so and is left alone.
+	// The condition is written when it changes, apart from the rest, and the reconcile comes
+	// again (the machine's own status updates do not wake it).
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, hm); err != nil || isPaused {
+		return ctrl.Result{}, err
+	} else if requeue {
+		return ctrl.Result{RequeueAfter: staleReadRetry}, nil
+	}
 	before := hm.DeepCopy()
-	paused := setPausedCondition(hm, cluster, "HarvesterMachine")
 	// The finalizer comes once the machine has an owner, that is, once it may make a VM. It is
 	// written first, before anything is read or made for the VM, and the reconcile goes on from
 	// the version that write made: the status (conditions, in the deferred patch) follows in
 	// the same reconcile instead of a second one.
-	if !paused && hm.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(hm, infrav1.MachineFinalizer) {
+	if hm.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(hm, infrav1.MachineFinalizer) {
 		written, err := r.writeFinalizer(ctx, before)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -155,24 +143,19 @@ func (r *HarvesterMachineReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		hm.ObjectMeta = *written.ObjectMeta.DeepCopy()
 		before = written
 	}
-	s := r.newScope(before, hm)
+	s, err := r.newScope(before, hm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	s.machine, s.cluster = machine, cluster
 	defer func() {
-		switch err := s.Close(ctx); {
-		case apierrors.IsConflict(err) && reterr == nil:
-			// Read from a cache a write behind: done again from the next version.
-			ctrl.LoggerFrom(ctx).V(4).Info("the HarvesterMachine changed since it was read; reconciling again")
-			res = ctrl.Result{RequeueAfter: staleReadRetry}
-		case err != nil:
+		if err := s.Close(ctx); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 		if conditions.IsTrue(hm, infrav1.VirtualMachineReadyCondition) {
 			failures.forget(ctx)
 		}
 	}()
-	if paused {
-		return ctrl.Result{}, nil
-	}
 
 	if err := r.readHarvesterCluster(ctx, s); err != nil {
 		return ctrl.Result{}, err

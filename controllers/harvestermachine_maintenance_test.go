@@ -81,8 +81,8 @@ func TestMachineMovesOffAHostHarvesterEmpties(t *testing.T) {
 	draining := func(since time.Duration) func(*infrav1.HarvesterMachine) {
 		return func(hm *infrav1.HarvesterMachine) {
 			gpu(hm)
-			hm.Status.Conditions = []metav1.Condition{{Type: infrav1.HostMaintenanceCondition, Status: metav1.ConditionTrue,
-				Reason: infrav1.DrainingNodeReason, LastTransitionTime: metav1.NewTime(time.Now().Add(-since))}}
+			hm.Status.Conditions = append(hm.Status.Conditions, metav1.Condition{Type: infrav1.HostMaintenanceCondition, Status: metav1.ConditionTrue,
+				Reason: infrav1.DrainingNodeReason, LastTransitionTime: metav1.NewTime(time.Now().Add(-since))})
 		}
 	}
 	drainingOwner := func(timeout int32) func(*clusterv1.Machine) {

@@ -222,7 +222,7 @@ func TestMachineResizesItsVM(t *testing.T) {
 		harvester: &fakeHarvester{vm: vm(nil), state: running(2, "4Gi", nil)},
 		machine: func(hm *infrav1.HarvesterMachine) {
 			rootDisk("50Gi")(hm)
-			hm.Status.Conditions = []metav1.Condition{{Type: infrav1.ResourcesUpToDateCondition, Status: metav1.ConditionFalse, Reason: infrav1.ResizingReason, LastTransitionTime: metav1.Now()}}
+			hm.Status.Conditions = append(hm.Status.Conditions, metav1.Condition{Type: infrav1.ResourcesUpToDateCondition, Status: metav1.ConditionFalse, Reason: infrav1.ResizingReason, LastTransitionTime: metav1.Now()})
 		},
 		volumeAsked: "50Gi", volumeHas: "50Gi",
 		wantStatus: metav1.ConditionTrue, wantReason: infrav1.ReadyReason,

@@ -70,7 +70,7 @@ func (r *HarvesterMachineReconciler) SetupWithManager(ctx context.Context, mgr c
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		// Paused ones too: the reconcile writes their Paused condition.
 		For(&infrav1.HarvesterMachine{}, builder.WithPredicates(
-			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue), r.writes.ForgetCaughtUp(), ownStatusIgnored)).
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue), ownStatusIgnored)).
 		WithOptions(options).
 		Watches(&clusterv1.Machine{}, filtered(
 			util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("HarvesterMachine"))),

@@ -228,7 +228,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		ProviderNamespace: o.ProviderNamespace,
 		Client:            mgr.GetClient(),
 		SecretMetadata:    mgr.GetCache(),
-		APIReader:         mgr.GetAPIReader(),
 		Recorder:          mgr.GetEventRecorder("harvestermachine-controller"),
 		Factory:           factory,
 		ClusterCache:      clusterCache,
