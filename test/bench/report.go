@@ -53,8 +53,10 @@ type Report struct {
 	// P3Webhooks are the creation's admission calls to the manager's webhooks, timed from both
 	// ends.
 	P3Webhooks *WebhookLatency `json:"p3Webhooks,omitempty"`
-	P2         Scale           `json:"p2"`
-	P3         APICost         `json:"p3"`
+	// P3WebhookTax is the same creates timed with the provider's webhooks and without them.
+	P3WebhookTax *WebhookTax `json:"p3WebhookTax,omitempty"`
+	P2           Scale       `json:"p2"`
+	P3           APICost     `json:"p3"`
 	// P4 is empty when the run did not measure it (see Notes).
 	P4       *Latency   `json:"p4,omitempty"`
 	ScaleOut []ScaleOut `json:"scaleOut,omitempty"`
@@ -81,6 +83,18 @@ type WebhookLatency struct {
 	What      string      `json:"what"`
 	RoundTrip Percentiles `json:"roundTrip"`
 	Handling  Percentiles `json:"handling"`
+}
+
+// WebhookTax is what the provider's webhooks add to a create: Creates HarvesterMachines made one
+// after the other through them (On) and as many where the apiserver skips them (Off), in the
+// same run; each create as its client waits for it, the seconds their sums.
+type WebhookTax struct {
+	What       string      `json:"what"`
+	Creates    int         `json:"creates"`
+	OnSeconds  float64     `json:"onSeconds"`
+	OffSeconds float64     `json:"offSeconds"`
+	On         Percentiles `json:"on"`
+	Off        Percentiles `json:"off"`
 }
 
 // Percentiles of a sample, in milliseconds.
@@ -491,6 +505,10 @@ func (r *Report) Markdown() string {
 	if w := r.P3Webhooks; w != nil {
 		fmt.Fprintf(&b, "| P3 webhook calls over the creation: round trip seen by the management apiserver, n, p50 / p99 / mean | %d, %.0f / %.0f / %.1f ms | | |\n", w.RoundTrip.N, w.RoundTrip.P50, w.RoundTrip.P99, w.RoundTrip.Mean)
 		fmt.Fprintf(&b, "| P3 webhook calls over the creation: handling in the manager, n, p50 / p99 / mean | %d, %.0f / %.0f / %.1f ms | | |\n", w.Handling.N, w.Handling.P50, w.Handling.P99, w.Handling.Mean)
+	}
+	if w := r.P3WebhookTax; w != nil {
+		fmt.Fprintf(&b, "| P3 %d HarvesterMachines created one after the other through the webhooks (baseline: the webhooks skipped) | %.2f s | %.2f s | %s |\n", w.Creates, w.OnSeconds, w.OffSeconds, ratio(w.OnSeconds, w.OffSeconds))
+		fmt.Fprintf(&b, "| P3 one create through the webhooks (baseline: skipped), p50 / p99 | %.1f / %.1f ms | %.1f / %.1f ms | %s |\n", w.On.P50, w.On.P99, w.Off.P50, w.Off.P99, ratio(w.On.P50, w.Off.P50))
 	}
 	phase := func(name string, p, q Phase) {
 		fmt.Fprintf(&b, "| P2 %s: wall | %.1f s | %.1f s | %s |\n", name, p.Seconds, q.Seconds, ratio(p.Seconds, q.Seconds))

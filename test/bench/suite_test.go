@@ -221,6 +221,9 @@ func TestSuiteRunsSmall(t *testing.T) {
 	if w := r.P3Webhooks; w == nil || w.RoundTrip.N < s.machines || w.Handling.N < s.machines {
 		t.Errorf("P3 timed fewer webhook calls than machines made: %+v", w)
 	}
+	if w := r.P3WebhookTax; w == nil || w.On.N != s.machines || w.Off.N != s.machines || w.OnSeconds <= 0 || w.OffSeconds <= 0 {
+		t.Errorf("the webhook tax did not time %d creates each way: %+v", s.machines, w)
+	}
 	for _, name := range []string{"management kube-apiserver", "management etcd", "harvester kube-apiserver", "harvester etcd"} {
 		if r.P2.Create.ControlPlaneCPUSeconds[name] <= 0 {
 			t.Errorf("P2 measured no CPU of the %s: %v", name, r.P2.Create.ControlPlaneCPUSeconds)
@@ -332,6 +335,7 @@ func runSuite(b testing.TB, s settings) *Report {
 	r.P1Queue = provider.queue
 	r.P1StatusWrites = &provider.statusWrites
 	r.P3Webhooks = &provider.webhooks
+	r.P3WebhookTax = provider.webhookTax
 	r.P1Relay = &Latency{
 		What:     "P1 beside its floor under the same load: VMI running with an address -> HarvesterMachine provisioned, both seen by the bench's watches (provider); a change of a ConfigMap on Harvester seen by the bench's watch -> a bare status patch of an idle HarvesterMachine -> the bench's watch of the management cluster sees it, 10 changes a second over the creation (baseline: the relay probe, a bare controller doing only the provider's last step)",
 		Provider: percentiles(provider.latencies), Baseline: ptr.To(percentiles(provider.relay)),
@@ -506,6 +510,7 @@ type providerResult struct {
 	statusWrites   Latency
 	relay          []time.Duration
 	webhooks       WebhookLatency
+	webhookTax     *WebhookTax
 }
 
 // runProvider runs one unfiltered manager: creates every cluster and its MachineDeployment at
@@ -671,6 +676,12 @@ func runProvider(ctx context.Context, tb *bed.Bed, kubeconfig []byte, s settings
 	res.cost.ManagementByResource = mgmtLifecycle
 	res.cost.ManagementConflicts = m3.conflicts
 	res.cost.WebhookCalls = add(diff(m1.webhooks, m0.webhooks), diff(m3.webhooks, m2.webhooks))
+
+	// After the lifecycle (its counts are taken), on a quiet management cluster: the same creates
+	// through the provider's webhooks and without them.
+	if res.webhookTax, err = runWebhookTax(ctx, tb.Management.Client, s.machines); err != nil {
+		return nil, fmt.Errorf("the webhook tax: %w", err)
+	}
 	return res, nil
 }
 
