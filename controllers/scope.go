@@ -68,6 +68,8 @@ type conditionedObject interface {
 // the owned ones on a conflict; then metadata and spec; then the rest of the status, so that a
 // providerID is on the server before the status says provisioned).
 type objectPatch struct {
+	kube       client.Client
+	read       conditionedObject // a copy of the version read
 	obj        conditionedObject
 	helper     *patch.Helper
 	conditions conditionSet
@@ -80,18 +82,28 @@ func newObjectPatch(c client.Client, read, obj conditionedObject, set conditionS
 	if err != nil {
 		return nil, err
 	}
-	return &objectPatch{obj: obj, helper: helper, conditions: set}, nil
+	return &objectPatch{kube: c, read: read.DeepCopyObject().(conditionedObject), obj: obj, helper: helper, conditions: set}, nil
 }
 
 // Close writes what the reconcile changed. Once the last finalizer of a deleted object is
 // gone, the apiserver deletes it, and what would follow that write finds nothing: not an error.
 func (p *objectPatch) Close(ctx context.Context) error {
-	if err := conditions.SetSummaryCondition(p.obj, p.obj, clusterv1.ReadyCondition,
-		conditions.ForConditionTypes(p.conditions.readyFrom),
-		conditions.IgnoreTypesIfMissing(p.conditions.readyFrom[1:]),
-	); err != nil {
+	if err := p.summarize(); err != nil {
 		return err
 	}
+	return p.patch(ctx)
+}
+
+// summarize sets Ready from the conditions it summarises.
+func (p *objectPatch) summarize() error {
+	return conditions.SetSummaryCondition(p.obj, p.obj, clusterv1.ReadyCondition,
+		conditions.ForConditionTypes(p.conditions.readyFrom),
+		conditions.IgnoreTypesIfMissing(p.conditions.readyFrom[1:]),
+	)
+}
+
+// patch writes with patch.Helper.
+func (p *objectPatch) patch(ctx context.Context) error {
 	return ignoreGone(p.helper.Patch(ctx, p.obj, patch.WithOwnedConditions{Conditions: p.conditions.owned()}), p.obj)
 }
 

@@ -38,6 +38,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/seed-0a7eb009/cluster-api-provider-harvester/api/v1alpha1"
+	"github.com/seed-0a7eb009/cluster-api-provider-harvester/controllers/internal/readyourwrites"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/guestcloud"
 	"github.com/seed-0a7eb009/cluster-api-provider-harvester/pkg/harvester/transport"
 )
@@ -226,14 +227,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := (&HarvesterMachineReconciler{
 		ProviderNamespace: o.ProviderNamespace,
-		Client:            mgr.GetClient(),
-		SecretMetadata:    mgr.GetCache(),
-		Recorder:          mgr.GetEventRecorder("harvestermachine-controller"),
-		Factory:           factory,
-		ClusterCache:      clusterCache,
-		WatchFilterValue:  o.WatchFilterValue,
-		ReferenceRecheck:  o.ReferenceRecheck,
-		HostDrainTimeout:  o.HostDrainTimeout,
+		// Its reads of a HarvesterMachine are never older than its own last write of it
+		// (package readyourwrites says why).
+		Client:           readyourwrites.New(mgr.GetClient(), &infrav1.HarvesterMachine{}),
+		SecretMetadata:   mgr.GetCache(),
+		Recorder:         mgr.GetEventRecorder("harvestermachine-controller"),
+		Factory:          factory,
+		ClusterCache:     clusterCache,
+		WatchFilterValue: o.WatchFilterValue,
+		ReferenceRecheck: o.ReferenceRecheck,
+		HostDrainTimeout: o.HostDrainTimeout,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.MachineConcurrency, SkipNameValidation: skip}); err != nil {
 		return fmt.Errorf("setting up the HarvesterMachine controller: %w", err)
 	}
