@@ -32,6 +32,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -737,6 +738,61 @@ func TestImmutableFieldsAreRefusedOnUpdate(t *testing.T) {
 		m.Finalizers = nil
 		g.Expect(env.Client.Update(ctx, m)).To(Succeed())
 	})
+}
+
+// The defaulting of a HarvesterMachine is called only when one of HarvesterMachineSpec.Default's
+// fields is missing (the shipped configuration's match condition): a machine made, as Cluster API
+// makes one, from a template its own defaulting filled in is validated and not defaulted again;
+// a machine missing any one default is defaulted as before. A default added to Default without
+// the condition fails the first case.
+func TestDefaultingIsCalledOnlyWhenADefaultIsMissing(t *testing.T) {
+	env := management(t)
+	const mutate, validate = "/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine",
+		"/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine"
+	defaulted := func() infrav1.HarvesterMachineSpec {
+		s := validMachineSpec()
+		s.Disks = append(s.Disks, infrav1.Disk{Image: "default/ubuntu-24.04", Size: resource.MustParse("10Gi")})
+		s.HostDevices = []infrav1.HostDevice{{DeviceName: "intel.com/I350_GIGABIT_NETWORK_CONNECTION"}}
+		s.GPUs = []infrav1.HostDevice{{DeviceName: "nvidia.com/NVIDIA_A2-4Q"}}
+		s.Default()
+		return s
+	}
+	for i, tc := range []struct {
+		missing string
+		unset   func(*infrav1.HarvesterMachineSpec)
+	}{
+		{missing: "nothing"},
+		{missing: "a disk's name", unset: func(s *infrav1.HarvesterMachineSpec) { s.Disks[1].Name = "" }},
+		{missing: "a disk's bus", unset: func(s *infrav1.HarvesterMachineSpec) { s.Disks[1].Bus = "" }},
+		{missing: "every boot order", unset: func(s *infrav1.HarvesterMachineSpec) {
+			for i := range s.Disks {
+				s.Disks[i].BootOrder = nil
+			}
+		}},
+		{missing: "a NIC's name", unset: func(s *infrav1.HarvesterMachineSpec) { s.Networks[0].Name = "" }},
+		{missing: "a host device's name", unset: func(s *infrav1.HarvesterMachineSpec) { s.HostDevices[0].Name = "" }},
+		{missing: "a GPU's name", unset: func(s *infrav1.HarvesterMachineSpec) { s.GPUs[0].Name = "" }},
+		{missing: "the firmware's boot mode", unset: func(s *infrav1.HarvesterMachineSpec) { s.Firmware.BootMode = "" }},
+		{missing: "the run strategy", unset: func(s *infrav1.HarvesterMachineSpec) { s.RunStrategy = "" }},
+	} {
+		t.Run(tc.missing, func(t *testing.T) {
+			g := NewWithT(t)
+			m := &infrav1.HarvesterMachine{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("defaults-%d", i), Namespace: namespace}, Spec: defaulted()}
+			if tc.unset != nil {
+				tc.unset(&m.Spec)
+			}
+			mutating, validating := webhookCalls(g, mutate), webhookCalls(g, validate)
+			g.Expect(env.Client.Create(ctx, m)).To(Succeed())
+			wantMutating := mutating
+			if tc.unset != nil {
+				wantMutating++
+			}
+			g.Expect(webhookCalls(g, mutate)).To(Equal(wantMutating), "defaulting calls")
+			g.Expect(webhookCalls(g, validate)).To(Equal(validating+1), "validation calls")
+			g.Expect(equality.Semantic.DeepEqual(m.Spec, defaulted())).To(BeTrue(), "stored spec %+v", m.Spec)
+			g.Expect(env.Client.Delete(ctx, m)).To(Succeed())
+		})
+	}
 }
 
 // A machine made with maximums grows its CPUs and memory up to them in place (what Cluster API's

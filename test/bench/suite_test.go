@@ -238,17 +238,18 @@ func TestSuiteRunsSmall(t *testing.T) {
 	if r.P3.ServerPerMachine["create"] == 0 || r.P3.ClientPerMachine["create"] == 0 || r.P3.BaselinePerMachine["create"] == 0 {
 		t.Errorf("P3 counted no creates: %+v", r.P3)
 	}
-	// Every machine (and the relay probe's) is made through both webhooks; of a machine's
-	// updates only the one that fills in providerID changes the spec and is validated (the
-	// shipped webhook configuration's match condition), not CAPI's and the provider's metadata
-	// patches.
+	// Every machine (and the relay probe's) is validated when made; one that Cluster API makes
+	// from a defaulted template is not defaulted again (the shipped configuration's match
+	// condition), so no more machines are defaulted than the relay probe's; of a machine's
+	// updates only the one that fills in providerID changes the spec and is validated, not CAPI's
+	// and the provider's metadata patches.
 	const mutateMachine, validateMachine = "/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine",
 		"/validate-infrastructure-cluster-x-k8s-io-v1alpha1-harvestermachine"
-	// The bound is one validated update per machine made (the relay probe's included): a run of
-	// session 16 counted 4 for 3 machines and the probe's, cause not traced; validating the
-	// metadata patches would be several per machine.
-	if w := r.P3.WebhookCalls; w[mutateMachine] < s.machines || w[validateMachine] < w[mutateMachine] || w[validateMachine]-w[mutateMachine] > w[mutateMachine] {
-		t.Errorf("webhook calls %v: want at least %d HarvesterMachines defaulted, each validated, and at most one validated update per machine made", w, s.machines)
+	// The bound is one validated update per machine made (the relay probe's included): one run
+	// counted 4 for 3 machines and the probe's, cause not traced; validating the metadata
+	// patches would be several per machine.
+	if w := r.P3.WebhookCalls; w[mutateMachine] > 1 || w[validateMachine] < s.machines || w[validateMachine] > 2*(s.machines+1) {
+		t.Errorf("webhook calls %v: want each of %d HarvesterMachines validated when made, at most one validated update per machine made, and none defaulted again but the relay probe's", w, s.machines)
 	}
 	if len(r.ScaleOut) != 2 {
 		t.Errorf("scale-out: %+v, want both modes", r.ScaleOut)
