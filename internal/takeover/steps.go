@@ -125,6 +125,22 @@ func Release(ctx context.Context, c client.Client) error {
 	if err := scaleManager(ctx, c, 0); err != nil {
 		return err
 	}
+	return eachObject(ctx, c, func(kind string, o *unstructured.Unstructured) error {
+		kept := slices.DeleteFunc(slices.Clone(o.GetFinalizers()), func(f string) bool { return slices.Contains(Finalizers, f) })
+		if len(kept) == len(o.GetFinalizers()) {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(o.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		o.SetFinalizers(kept)
+		if err := c.Patch(ctx, o, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("removing CAPHV's finalizers from %s %s: %w", kind, key(o), err)
+		}
+		return nil
+	})
+}
+
+// eachObject calls do with every object of CAPHV's kinds on the management cluster.
+func eachObject(ctx context.Context, c client.Client, do func(kind string, o *unstructured.Unstructured) error) error {
 	for _, gvk := range kinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -132,15 +148,8 @@ func Release(ctx context.Context, c client.Client) error {
 			return fmt.Errorf("listing CAPHV's %s: %w", gvk.Kind, err)
 		}
 		for i := range list.Items {
-			o := &list.Items[i]
-			kept := slices.DeleteFunc(slices.Clone(o.GetFinalizers()), func(f string) bool { return slices.Contains(Finalizers, f) })
-			if len(kept) == len(o.GetFinalizers()) {
-				continue
-			}
-			patch := client.MergeFromWithOptions(o.DeepCopy(), client.MergeFromWithOptimisticLock{})
-			o.SetFinalizers(kept)
-			if err := c.Patch(ctx, o, patch); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("removing CAPHV's finalizers from %s %s: %w", gvk.Kind, key(o), err)
+			if err := do(gvk.Kind, &list.Items[i]); err != nil {
+				return err
 			}
 		}
 	}
@@ -165,19 +174,12 @@ func scaleManager(ctx context.Context, c client.Client, replicas int) error {
 // Machines that name them stay, paused; nothing on Harvester is touched. Run again, it finds
 // nothing to delete.
 func Remove(ctx context.Context, c client.Client) error {
-	for _, gvk := range kinds {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := c.List(ctx, list); err != nil {
-			return fmt.Errorf("listing CAPHV's %s: %w", gvk.Kind, err)
+	return eachObject(ctx, c, func(kind string, o *unstructured.Unstructured) error {
+		if err := c.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting CAPHV's %s %s: %w", kind, key(o), err)
 		}
-		for i := range list.Items {
-			if err := c.Delete(ctx, &list.Items[i]); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("deleting CAPHV's %s %s: %w", gvk.Kind, key(&list.Items[i]), err)
-			}
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // restore gives the clusters back to CAPHV before its CRDs are replaced: every exported object
